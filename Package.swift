@@ -1,0 +1,50 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Swift 6 language mode everywhere (the default for tools version 6.x); warnings are treated as
+// errors by .ci/run (`-Xswiftc -warnings-as-errors`), not here, so dependencies still build.
+let package = Package(
+    name: "Curfew",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "curfew", targets: ["curfew"]),
+        .executable(name: "curfew-bench", targets: ["curfew-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // The rules, with no I/O.
+        .target(name: "CurfewCore"),
+        // SQLite through GRDB over the system libsqlite3 (libsqlite3-dev).
+        .target(
+            name: "CurfewStore",
+            dependencies: ["CurfewCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The shared directory: records, signatures, keys.
+        .target(
+            name: "CurfewSync",
+            dependencies: [
+                "CurfewCore", "CurfewStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "CurfewCLI",
+            dependencies: [
+                "CurfewCore", "CurfewStore", "CurfewSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(name: "curfew", dependencies: ["CurfewCLI"]),
+        .executableTarget(
+            name: "curfew-bench",
+            dependencies: ["CurfewCore", "CurfewStore", "CurfewSync"]),
+        .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
+        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
+        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore"]),
+    ]
+)
