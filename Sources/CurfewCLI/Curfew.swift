@@ -1,0 +1,116 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+
+/// The `curfew` command: parents edit policy and read what it means; children see their time.
+public struct Curfew: ParsableCommand {
+    public static let version = "0.1.0"
+
+    public static let configuration = CommandConfiguration(
+        commandName: "curfew",
+        abstract: "Family screen-time rules for Linux: limits, bedtimes and app rules that hold.",
+        version: version,
+        subcommands: [
+            Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
+            LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
+        ])
+
+    public init() {}
+
+    /// Parses `arguments`, runs the command, and returns the exit status; errors are printed as one
+    /// line on stderr, help and version on stdout.
+    public static func main(arguments: [String]) -> Int32 {
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+            return ExitStatus.success.rawValue
+        } catch let error as CLIError {
+            Output.error(error.message)
+            return error.status.rawValue
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                Output.line(fullMessage(for: error))
+                return 0
+            }
+            if let exit = error as? ExitCode { return exit.rawValue }
+            // ArgumentParser's own messages: keep the first line, which names the problem.
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+            Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
+            return code == .validationFailure ? ExitStatus.invalidArguments.rawValue : code.rawValue
+        }
+    }
+}
+
+/// Editing commands publish the user's whole new policy as the next signed record.
+struct PublishOptions: ParsableArguments {
+    @OptionGroup var location: LocationOptions
+
+    @Flag(name: .long, help: "Print the result as JSON.")
+    var json = false
+}
+
+/// Loads `user`'s policy, applies `change`, validates the result, and publishes it unless nothing
+/// changed. `describe` says what changed, for people.
+func editPolicy(
+    _ options: PublishOptions, user: String, change: (inout Policy) throws -> Void,
+    describe: (_ old: Policy, _ new: Policy) -> String
+) throws {
+    let workspace = Workspace(options.location)
+    let (old, current) = try workspace.currentPolicy(of: user)
+    var new = old
+    try translatingErrors {
+        try change(&new)
+        try new.validate()
+    }
+    new.warnMinutes.sort(by: >)
+    try announce(workspace, user: user, description: describe(old, new), unchanged: new == old, json: options.json) {
+        try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
+    }
+}
+
+/// Prints what a command changed and publishes it, or says that nothing needed publishing.
+func announce(
+    _ workspace: Workspace, user: String, description: String, unchanged: Bool, json: Bool = false,
+    publish: () throws -> (version: Int, id: String)
+) throws {
+    let published = unchanged ? nil : try publish()
+    workspace.finish()
+    if json {
+        let object = JSONObject([
+            ("user", .string(user)),
+            ("changed", .bool(!unchanged)),
+            ("version", published.map { .int(Int64($0.version)) } ?? .null),
+            ("record", published.map { .string($0.id) } ?? .null),
+            ("message", .string(description)),
+        ])
+        Output.line(JSONValue.object(object).prettyString)
+        return
+    }
+    guard let (version, id) = published else {
+        Output.line("\(description); nothing to publish")
+        return
+    }
+    Output.line(description)
+    if workspace.shared.hasAnyConfirmation() {
+        Output.line("published version \(version) as record \(id)")
+    } else {
+        Output.line("published version \(version); no computer has confirmed it yet")
+    }
+}
+
+/// Parses a `--day` value list: `sat`, `sat,sun`, repeated options.
+func parseDays(_ values: [String]) throws -> [Weekday] {
+    var days: [Weekday] = []
+    for value in values {
+        for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+            let day = try translatingErrors { try Weekday.parse(String(part)) }
+            if !days.contains(day) { days.append(day) }
+        }
+    }
+    return days.sorted()
+}
+
+func dayList(_ days: [Weekday]) -> String {
+    days.count == 1 ? days[0].name : days.map(\.rawValue).joined(separator: ", ")
+}

@@ -1,0 +1,190 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+import Foundation
+
+struct PolicyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy",
+        abstract: "Show, export or import a user's whole policy.",
+        subcommands: [Show.self, Export.self, Import.self])
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a user's policy.")
+        @OptionGroup var location: LocationOptions
+        @Argument(help: "The user's login name.") var user: String
+        @Flag(name: .long, help: "Print the policy as JSON (SPEC.md's field names).") var json = false
+
+        func run() throws {
+            let workspace = Workspace(location)
+            let (policy, record) = try workspace.currentPolicy(of: user)
+            workspace.finish()
+            if json {
+                Output.line(policy.json.prettyString)
+            } else {
+                PolicyCommand.describe(policy, record: record).forEach { Output.line($0) }
+            }
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a user's policy as JSON, for editing or for policy import.")
+        @OptionGroup var location: LocationOptions
+        @Argument(help: "The user's login name.") var user: String
+        @Option(name: .long, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
+        var output: String?
+
+        func run() throws {
+            let workspace = Workspace(location)
+            let (policy, _) = try workspace.currentPolicy(of: user)
+            let text = policy.json.prettyString + "\n"
+            if let output {
+                do {
+                    try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+                } catch {
+                    throw CLIError("cannot write \(output): \(error.localizedDescription)", .failure)
+                }
+            } else {
+                print(text, terminator: "")
+            }
+            workspace.finish()
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace a user's whole policy with one from a JSON file (validated completely first).",
+            discussion: """
+                The file uses the field names of curfew policy show --json. Fields left out take their \
+                defaults; unknown fields are errors. --user applies the file to that user (the files in \
+                policies/ are templates without a user). An unmanaged user becomes managed.
+                """)
+        @OptionGroup var options: PublishOptions
+        @Argument(help: "The policy file.") var file: String
+        @Option(name: .long, help: ArgumentHelp("Apply the file to this user instead of its \"user\" field.", valueName: "user"))
+        var user: String?
+
+        func run() throws {
+            if let user { try translatingErrors { try Policy.validateUserName(user) } }
+            let bytes: [UInt8]
+            do {
+                bytes = try Files.readRegularFile(file, maxBytes: 1 << 20)
+            } catch {
+                throw CLIError(error.description, error.isPermissionDenied ? .notPermitted : .invalidArguments)
+            }
+            let policy: Policy
+            do {
+                policy = try Policy.decode(try JSONValue.parse(bytes), userOverride: user)
+            } catch let error as JSONSyntaxError {
+                throw CLIError("policy file \(file): not valid JSON: \(error)", .badInputData)
+            } catch let error as PolicyError {
+                throw CLIError("policy file \(file): \(error.message)", .badInputData)
+            }
+            let workspace = Workspace(options.location)
+            let current = try workspace.scan(warningsFor: policy.user).current(for: policy.user)
+            let old: Policy? = current.flatMap { $0.removesUser ? nil : $0 }.map { try? workspace.load($0).policy } ?? nil
+            let description =
+                old == nil ? "\(policy.user) is now managed with the policy from \(file)"
+                : old == policy ? "\(policy.user) already has the policy in \(file)"
+                : "\(policy.user) now has the policy from \(file)"
+            try announce(workspace, user: policy.user, description: description, unchanged: old == policy, json: options.json) {
+                try workspace.publish(policy, for: policy.user, replacing: current, now: Workspace.now())
+            }
+        }
+    }
+
+    /// A policy for people, one setting a line.
+    static func describe(_ policy: Policy, record: RecordSummary) -> [String] {
+        var rows: [[String]] = []
+        rows.append(["daily limit", policy.dailyLimit.text])
+        for (day, limit) in policy.weekdayLimits.sorted(by: { $0.key < $1.key }) {
+            rows.append(["", "\(day.rawValue) \(limit.text)"])
+        }
+        rows.append(["bedtime", policy.bedtime.map { "\($0)" } ?? "off"])
+        for (day, window) in policy.weekdayBedtimes.sorted(by: { $0.key < $1.key }) {
+            rows.append(["", "\(day.rawValue) \(window.map { "\($0)" } ?? "off")"])
+        }
+        if policy.apps.isEmpty {
+            rows.append(["apps", "no rules"])
+        }
+        for (index, rule) in policy.apps.sorted(by: { $0.app < $1.app }).enumerated() {
+            rows.append([index == 0 ? "apps" : "", "\(rule.app): \(AppCommand.describe(rule.rule))"])
+        }
+        rows.append([
+            "warnings",
+            policy.warnMinutes.isEmpty ? "off" : policy.warnMinutes.map(String.init).joined(separator: ", ") + " minutes before",
+        ])
+        rows.append(["lockout", policy.lockout.rawValue])
+        rows.append(["time zone", policy.timezone ?? "the computer's own (\(TimeZone.current.identifier))"])
+        return ["\(policy.user): version \(record.version), signed by key \(record.author) at \(utcTimestamp(record.time))"]
+            + table(rows)
+    }
+}
+
+struct ScheduleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "schedule",
+        abstract: "Show a day's allowed and bedtime periods for a user, in the policy's time zone.")
+
+    @OptionGroup var location: LocationOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today).", valueName: "date"))
+    var date: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
+        let workspace = Workspace(location)
+        let (policy, _) = try workspace.currentPolicy(of: user)
+        let zone = Workspace.zone(for: policy)
+        let day = requested ?? zone.localTime(at: Workspace.now()).date
+        let schedule = Schedule(policy: policy, zone: zone)
+        let periods = schedule.periods(on: day)
+        workspace.finish()
+        let limit = schedule.limitMinutes(on: day)
+        if json {
+            let object = JSONObject([
+                ("user", .string(user)),
+                ("date", .string("\(day)")),
+                ("timezone", .string(zone.identifier)),
+                ("limitMinutes", limit.map { .int(Int64($0)) } ?? .null),
+                (
+                    "periods",
+                    .array(
+                        periods.map { period in
+                            .object(
+                                JSONObject([
+                                    ("start", .string(zone.iso8601(period.start))),
+                                    ("end", .string(zone.iso8601(period.end))),
+                                    ("state", .string(period.state.rawValue)),
+                                ]))
+                        })
+                ),
+            ])
+            Output.line(JSONValue.object(object).prettyString)
+            return
+        }
+        let length = periods.reduce(0) { $0 + $1.seconds }
+        let allowed = periods.filter { $0.state == .allowed }.reduce(0) { $0 + $1.seconds }
+        Output.line("\(user) on \(day.weekday.name) \(day) (\(zone.identifier), a day of \(hours(length)))")
+        let dayStart = zone.startOfDay(day)
+        let dayEnd = zone.startOfDay(day.adding(days: 1))
+        func clock(_ instant: Int64) -> String {
+            if instant == dayEnd { return "24:00" }
+            let second = zone.localTime(at: instant).secondOfDay
+            let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
+            return instant == dayStart || second % 60 == 0 ? "\(time)" : "\(time):\(second % 60)"
+        }
+        let rows = periods.map { ["\(clock($0.start))-\(clock($0.end))", $0.state.rawValue, hours($0.seconds)] }
+        table(rows).forEach { Output.line($0) }
+        let limitText = limit.map { TimeAllowance.format(minutes: $0) } ?? "unlimited"
+        Output.line("daily limit \(limitText) within \(hours(allowed)) allowed")
+    }
+
+    /// `24h`, `23h`, `24h30m`, `6h`, `45m`.
+    func hours(_ seconds: Int64) -> String {
+        let minutes = Int((seconds + 59) / 60)
+        return TimeAllowance.format(minutes: minutes)
+    }
+}

@@ -1,0 +1,179 @@
+import ArgumentParser
+import Foundation
+import CurfewCore
+
+struct Limit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set a user's daily screen-time limit, or a weekday's.",
+        discussion: """
+            DURATION is 0..8h in steps of 15 minutes (90m, 1h30m, 2h, 0 for no screen time) or unlimited. \
+            With --day it sets an override for those weekdays; --day DAY --clear removes the override.
+            """)
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "90m, 1h30m, 2h, 0 or unlimited.") var duration: String?
+    @Option(name: .long, help: ArgumentHelp("Only on these weekdays (mon..sun, repeatable or comma-separated).", valueName: "day"))
+    var day: [String] = []
+    @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
+
+    func run() throws {
+        let days = try parseDays(day)
+        let allowance: TimeAllowance?
+        switch (duration, clear) {
+        case (let text?, false):
+            let parsed = try translatingErrors { try TimeAllowance.parse(text) }
+            let rule = days.isEmpty ? "daily limit" : "daily limit for \(days[0].rawValue)"
+            try translatingErrors { try Policy.validateDaily(parsed, rule: rule) }
+            allowance = parsed
+        case (nil, true):
+            guard !days.isEmpty else { throw CLIError("--clear needs --day DAY", .invalidArguments) }
+            allowance = nil
+        case (_?, true):
+            throw CLIError("give either a duration or --clear, not both", .invalidArguments)
+        case (nil, false):
+            throw CLIError("missing duration (90m, 1h30m, 2h, 0 or unlimited)", .invalidArguments)
+        }
+        try editPolicy(options, user: user) { policy in
+            if days.isEmpty {
+                policy.dailyLimit = allowance!
+            } else {
+                for day in days { policy.weekdayLimits[day] = allowance }
+            }
+        } describe: { old, new in
+            if days.isEmpty {
+                return new == old
+                    ? "\(user): daily limit is already \(new.dailyLimit.text)"
+                    : "\(user): daily limit is now \(new.dailyLimit.text) (was \(old.dailyLimit.text))"
+            }
+            if let allowance {
+                return "\(user): limit on \(dayList(days)) is \(new == old ? "already" : "now") \(allowance.text)"
+            }
+            return "\(user): \(dayList(days)) \(new == old ? "already uses" : "now uses") the daily limit (\(new.dailyLimit.text))"
+        }
+    }
+}
+
+struct Bedtime: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set a user's bedtime window, or a weekday's.",
+        discussion: """
+            WINDOW is HH:MM-HH:MM in local time (21:00-07:00 crosses midnight) or off. A weekday's window \
+            is keyed by the day it starts: --day fri sets Friday night (until Saturday morning). \
+            --day DAY --clear removes the override.
+            """)
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "HH:MM-HH:MM or off.") var window: String?
+    @Option(name: .long, help: ArgumentHelp("Only for windows starting on these weekdays.", valueName: "day"))
+    var day: [String] = []
+    @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
+
+    func run() throws {
+        let days = try parseDays(day)
+        let newWindow: BedtimeWindow??
+        switch (window, clear) {
+        case (let text?, false): newWindow = .some(try translatingErrors { try BedtimeWindow.parse(text) })
+        case (nil, true):
+            guard !days.isEmpty else { throw CLIError("--clear needs --day DAY", .invalidArguments) }
+            newWindow = nil
+        case (_?, true): throw CLIError("give either a window or --clear, not both", .invalidArguments)
+        case (nil, false): throw CLIError("missing bedtime window (HH:MM-HH:MM or off)", .invalidArguments)
+        }
+        func text(_ window: BedtimeWindow?) -> String { window.map { "\($0)" } ?? "off" }
+        try editPolicy(options, user: user) { policy in
+            if days.isEmpty {
+                policy.bedtime = newWindow!
+            } else {
+                for day in days { policy.weekdayBedtimes[day] = newWindow }
+            }
+        } describe: { old, new in
+            if days.isEmpty {
+                return new == old
+                    ? "\(user): bedtime is already \(text(new.bedtime))"
+                    : "\(user): bedtime is now \(text(new.bedtime)) (was \(text(old.bedtime)))"
+            }
+            if let newWindow {
+                return "\(user): bedtime starting on \(dayList(days)) is \(new == old ? "already" : "now") \(text(newWindow))"
+            }
+            return "\(user): \(dayList(days)) \(new == old ? "already uses" : "now uses") the usual bedtime (\(text(new.bedtime)))"
+        }
+    }
+}
+
+struct Warnings: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set when a user is warned before a limit or bedtime (minutes, e.g. 15,5,1; or off).")
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "Comma-separated minutes, e.g. 15,5,1, or off.") var minutes: String
+
+    func run() throws {
+        var values: [Int] = []
+        if minutes.lowercased() != "off" {
+            for part in minutes.split(separator: ",", omittingEmptySubsequences: false) {
+                let text = part.trimmingCharacters(in: .whitespaces)
+                guard let value = Int(text), text.allSatisfy(\.isASCII) else {
+                    throw CLIError(
+                        "warnings must be comma-separated whole minutes like 15,5,1 or off, got \(quoted(minutes))",
+                        .invalidArguments)
+                }
+                values.append(value)
+            }
+        }
+        try translatingErrors { try Policy.validateWarnings(values) }
+        func text(_ list: [Int]) -> String {
+            list.isEmpty ? "off" : list.map(String.init).joined(separator: ", ") + " minutes before"
+        }
+        try editPolicy(options, user: user) { policy in
+            policy.warnMinutes = values
+        } describe: { old, new in
+            "\(user): warnings are \(new.warnMinutes == old.warnMinutes ? "already" : "now") \(text(new.warnMinutes.sorted(by: >)))"
+        }
+    }
+}
+
+struct LockoutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lockout",
+        abstract: "Set what happens at zero: logout, lock or apps.",
+        discussion: """
+            logout ends the sessions and refuses logins until use is allowed; lock locks the sessions and \
+            locks again on unlock; apps stops the tracked apps that are not always allowed.
+            """)
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "logout, lock or apps.") var action: String
+
+    func run() throws {
+        let lockout = try translatingErrors { try Lockout.parse(action) }
+        try editPolicy(options, user: user) { policy in
+            policy.lockout = lockout
+        } describe: { old, new in
+            "\(user): lockout is \(old == new ? "already" : "now") \(lockout.rawValue)"
+        }
+    }
+}
+
+struct TimeZoneCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "timezone",
+        abstract: "Set the time zone a user's days and bedtimes are counted in (an IANA name, or system).")
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "An IANA zone such as Europe/Berlin, or system for this computer's zone.") var zone: String
+
+    func run() throws {
+        let timezone: String? = zone == "system" ? nil : zone
+        if let timezone { try translatingErrors { try Policy.validateTimeZone(timezone) } }
+        try editPolicy(options, user: user) { policy in
+            policy.timezone = timezone
+        } describe: { old, new in
+            "\(user): time zone is \(old == new ? "already" : "now") \(timezone ?? "the computer's own")"
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct UserCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "user",
+        abstract: "Add, list or remove managed users.",
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manage a user, starting from the default policy (2h a day, bedtime 20:00-07:00).")
+
+        @OptionGroup var options: PublishOptions
+        @Argument(help: "The user's login name.") var user: String
+
+        func run() throws {
+            try translatingErrors { try Policy.validateUserName(user) }
+            let workspace = Workspace(options.location)
+            let scan = try workspace.scan(warningsFor: user)
+            let current = scan.current(for: user)
+            if let current, !current.removesUser {
+                throw CLIError("user \(quoted(user)) is already managed (version \(current.version))", .invalidArguments)
+            }
+            if getpwnam(user) == nil {
+                Output.warning("there is no account \(quoted(user)) on this computer (yet); the policy applies once there is")
+            }
+            try announce(
+                workspace, user: user, description: "\(user) is now managed with the default policy", unchanged: false,
+                json: options.json
+            ) {
+                try workspace.publish(Policy.defaults(for: user), for: user, replacing: current, now: Workspace.now())
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the managed users.")
+
+        @OptionGroup var location: LocationOptions
+        @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+        func run() throws {
+            let workspace = Workspace(location)
+            let current = try workspace.scan().currentByUser.sorted { $0.key < $1.key }
+            var rows: [[String]] = [["USER", "VERSION", "DAILY LIMIT", "BEDTIME", "LOCKOUT"]]
+            var entries: [JSONValue] = []
+            for (user, summary) in current {
+                let policy = try workspace.load(summary).policy!
+                rows.append([
+                    user, "\(summary.version)", policy.dailyLimit.text, policy.bedtime.map { "\($0)" } ?? "off",
+                    policy.lockout.rawValue,
+                ])
+                entries.append(
+                    .object(
+                        JSONObject([
+                            ("user", .string(user)), ("version", .int(Int64(summary.version))),
+                            ("record", .string(summary.id)), ("policy", policy.json),
+                        ])))
+            }
+            workspace.finish()
+            if json {
+                Output.line(JSONValue.array(entries).prettyString)
+            } else if current.isEmpty {
+                Output.line("no managed users (add one with curfew user add USER)")
+            } else {
+                table(rows, indent: "").forEach { Output.line($0) }
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop managing a user (their usage history is kept).")
+
+        @OptionGroup var options: PublishOptions
+        @Argument(help: "The user's login name.") var user: String
+        @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
+
+        func run() throws {
+            let workspace = Workspace(options.location)
+            let (_, current) = try workspace.currentPolicy(of: user)
+            guard yes || Output.confirm("Stop managing \(user)? Their limits and bedtime will no longer apply.") else {
+                throw CLIError("not confirmed; nothing changed", .failure)
+            }
+            try announce(
+                workspace, user: user, description: "\(user) is no longer managed", unchanged: false, json: options.json
+            ) {
+                try workspace.publish(nil, for: user, replacing: current, now: Workspace.now())
+            }
+        }
+    }
+}
+
+struct Reset: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Put a user's policy back to the defaults (2h a day, bedtime 20:00-07:00, no app rules).")
+
+    @OptionGroup var options: PublishOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
+
+    func run() throws {
+        let workspace = Workspace(options.location)
+        let (old, current) = try workspace.currentPolicy(of: user)
+        let new = Policy.defaults(for: user)
+        if new != old {
+            guard yes || Output.confirm("Reset every rule of \(user) to the defaults?") else {
+                throw CLIError("not confirmed; nothing changed", .failure)
+            }
+        }
+        try announce(
+            workspace, user: user,
+            description: new == old ? "\(user) already has the default policy" : "\(user) is back to the default policy",
+            unchanged: new == old, json: options.json
+        ) {
+            try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import ArgumentParser
+import CurfewCore
+import CurfewStore
+import CurfewSync
+import Foundation
+
+/// `--state-dir` and `--shared-dir`, taken by every command.
+public struct LocationOptions: ParsableArguments, Sendable {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The state directory (default: $CURFEW_STATE_DIR, else /var/lib/curfew).", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The shared directory that carries records (default: $CURFEW_SHARED_DIR, else <state-dir>/shared).",
+            valueName: "dir"))
+    var sharedDir: String?
+
+    public init() {}
+
+    var resolvedStateDirectory: String {
+        stateDir ?? nonEmpty(ProcessInfo.processInfo.environment["CURFEW_STATE_DIR"]) ?? "/var/lib/curfew"
+    }
+
+    var resolvedSharedDirectory: String {
+        sharedDir ?? nonEmpty(ProcessInfo.processInfo.environment["CURFEW_SHARED_DIR"])
+            ?? "\(resolvedStateDirectory)/shared"
+    }
+
+    private func nonEmpty(_ value: String?) -> String? { value?.isEmpty == false ? value : nil }
+}
+
+/// The state and shared directories as one command sees them. Index rows learned while scanning are
+/// kept in memory and stored by `finish()` only when the command succeeds, so a failed command leaves
+/// both directories exactly as they were.
+final class Workspace {
+    let stateDirectory: String
+    let shared: SharedDirectory
+    let keyRing: KeyRing
+    private var store: StateStore?
+    private var pendingIndex: (entries: [IndexedRecord], vanished: [String])?
+    private var cachedScan: RecordScan?
+
+    static let databaseName = "curfew.db"
+
+    init(_ options: LocationOptions) {
+        stateDirectory = options.resolvedStateDirectory
+        shared = SharedDirectory(path: options.resolvedSharedDirectory)
+        keyRing = KeyRing(stateDirectory: stateDirectory)
+    }
+
+    var databasePath: String { "\(stateDirectory)/\(Workspace.databaseName)" }
+
+    /// Fails with exit 69 unless `curfew init` has set up the state and shared directories.
+    func requireInitialised() throws {
+        guard Files.isDirectory(keyRing.directory) else {
+            if Files.isDirectory(stateDirectory) && access(stateDirectory, R_OK | X_OK) != 0 {
+                throw CLIError(
+                    "cannot read the state directory \(stateDirectory) (only a parent may do this; try sudo)", .notPermitted)
+            }
+            throw CLIError("state directory \(stateDirectory) is not initialised (run curfew init)", .unavailable)
+        }
+        guard Files.isDirectory(shared.recordsPath) else {
+            throw CLIError("shared directory \(shared.path) is unavailable: \(shared.recordsPath) is missing", .unavailable)
+        }
+    }
+
+    func openStore() throws -> StateStore {
+        if let store { return store }
+        do {
+            let opened = try StateStore(path: databasePath)
+            store = opened
+            return opened
+        } catch {
+            throw CLIError("cannot open the database \(databasePath): \(error)", .failure)
+        }
+    }
+
+    /// Every record in the shared directory, checked; each ignored one gets a warning on stderr
+    /// when it concerns `user` (or every user when nil).
+    func scan(warningsFor user: String? = nil) throws -> RecordScan {
+        if let cachedScan { return cachedScan }
+        try requireInitialised()
+        let trusted = try translatingErrors { try keyRing.trustedKeys() }
+        let index = (try? openStore().read { try RecordIndex.all($0) }) ?? [:]
+        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index) }
+        for ignored in scan.ignored where user == nil || ignored.user == nil || ignored.user == user {
+            Output.warning("ignored record \(ignored.name): \(ignored.reason)")
+        }
+        pendingIndex = (scan.newIndexEntries, scan.vanished)
+        cachedScan = scan
+        return scan
+    }
+
+    /// The user's policy in force, verified again from its file.
+    func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
+        try translatingErrors { try Policy.validateUserName(user) }
+        let scan = try scan(warningsFor: user)
+        guard let summary = scan.current(for: user), !summary.removesUser else {
+            throw CLIError("unknown user \(quoted(user)): no policy for this user (add one with curfew user add \(user))", .invalidArguments)
+        }
+        return (try load(summary).policy!, summary)
+    }
+
+    /// Reads and verifies a record file that the scan found valid.
+    func load(_ summary: RecordSummary) throws -> PolicyRecord {
+        let trusted = try translatingErrors { try keyRing.trustedKeys() }
+        let path = "\(shared.recordsPath)/\(summary.id)"
+        switch RecordVerifier.load(path: path, name: summary.id, trusted: trusted) {
+        case .success(let record): return record
+        case .failure: throw CLIError("record \(summary.id) changed while it was read; try again", .failure)
+        }
+    }
+
+    /// Signs and publishes the user's new policy (nil removes the user) as the next version.
+    func publish(_ policy: Policy?, for user: String, replacing current: RecordSummary?, now: Int64) throws -> (
+        version: Int, id: String
+    ) {
+        let key = try translatingErrors { try keyRing.loadSigningKey() }
+        let version = (current?.version ?? 0) + 1
+        let record = PolicyRecord(
+            user: user, version: version, baseVersion: current?.version ?? 0, author: key.id, time: now,
+            policy: policy)
+        let id = try translatingErrors { try shared.publish(record, signedBy: key) }
+        return (version, id)
+    }
+
+    /// Stores what the scan learned; called once a command has succeeded. A database that cannot be
+    /// written (a parent reading without root) only costs speed next time.
+    func finish() {
+        guard let pending = pendingIndex, !(pending.entries.isEmpty && pending.vanished.isEmpty) else { return }
+        try? openStore().write { db in
+            try RecordIndex.save(pending.entries, db)
+            try RecordIndex.remove(names: pending.vanished, db)
+        }
+        pendingIndex = nil
+    }
+
+    /// The time zone a policy is evaluated in: its own, or this computer's.
+    static func zone(for policy: Policy) -> ZoneRules {
+        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
+        return ZoneRules(TimeZone.current)
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+}

@@ -1,0 +1,402 @@
+/// What kind of program an app is; reports group by it and parents pick rules by it.
+public enum AppCategory: String, CaseIterable, Sendable {
+    case game, launcher, browser, chat, video, education, creativity, other
+
+    public static func parse(_ text: String) throws(PolicyError) -> AppCategory {
+        guard let category = AppCategory(rawValue: text) else {
+            let names = allCases.map(\.rawValue)
+            throw PolicyError(
+                "app category must be \(names.dropLast().joined(separator: ", ")) or \(names.last!), got \(quoted(text))")
+        }
+        return category
+    }
+}
+
+/// One app of the catalog: a name that policies use, and the matchers that decide which processes
+/// belong to it. SPEC.md "Apps"; the file format is described in `policies/apps/README.md`.
+public struct AppDefinition: Sendable, Equatable {
+    /// The name policies and reports use; `Policy.validateAppName` rules.
+    public var name: String
+    public var displayName: String
+    public var category: AppCategory
+    /// Globs over the resolved `/proc/PID/exe` path, e.g. `/usr/games/supertuxkart`, `*/steamapps/common/*`.
+    public var executablePaths: [String]
+    /// Exact basenames of the resolved executable, e.g. `firefox-esr`.
+    public var executableNames: [String]
+    /// Globs over the command line, its arguments joined with single spaces, for programs run by an
+    /// interpreter: `java -jar ...minecraft...`, `wine ...`, `python3 -m ...`.
+    public var commandLinePatterns: [String]
+    /// Exact flatpak application ids, e.g. `com.valvesoftware.Steam`.
+    public var flatpakIds: [String]
+    /// Exact snap names, e.g. `firefox`.
+    public var snapNames: [String]
+    /// Globs over the systemd unit (scope or service) that holds the process, from `/proc/PID/cgroup`,
+    /// e.g. `app-steam-*.scope`. A unit holds the programs the app starts too, so games started by a
+    /// launcher count as the launcher.
+    public var systemdUnits: [String]
+
+    public init(
+        name: String,
+        displayName: String,
+        category: AppCategory,
+        executablePaths: [String] = [],
+        executableNames: [String] = [],
+        commandLinePatterns: [String] = [],
+        flatpakIds: [String] = [],
+        snapNames: [String] = [],
+        systemdUnits: [String] = []
+    ) {
+        self.name = name
+        self.displayName = displayName
+        self.category = category
+        self.executablePaths = executablePaths
+        self.executableNames = executableNames
+        self.commandLinePatterns = commandLinePatterns
+        self.flatpakIds = flatpakIds
+        self.snapNames = snapNames
+        self.systemdUnits = systemdUnits
+    }
+
+    public var hasMatchers: Bool {
+        !(executablePaths.isEmpty && executableNames.isEmpty && commandLinePatterns.isEmpty
+            && flatpakIds.isEmpty && snapNames.isEmpty && systemdUnits.isEmpty)
+    }
+}
+
+// MARK: - JSON
+
+extension AppDefinition {
+    public static let fieldNames = ["name", "displayName", "category", "match"]
+    /// The keys of `match`, in the order `json` writes them.
+    public static let matcherNames = ["executablePaths", "executableNames", "commandLine", "flatpak", "snap", "systemdUnits"]
+
+    private var matcherLists: [(key: String, values: [String])] {
+        [
+            ("executablePaths", executablePaths), ("executableNames", executableNames),
+            ("commandLine", commandLinePatterns), ("flatpak", flatpakIds), ("snap", snapNames),
+            ("systemdUnits", systemdUnits),
+        ]
+    }
+
+    /// The catalog file form, fields in documented order; empty matcher lists are left out.
+    public var json: JSONValue {
+        var match = JSONObject()
+        for (key, values) in matcherLists where !values.isEmpty {
+            match[key] = .array(values.map { .string($0) })
+        }
+        return .object(
+            JSONObject([
+                ("name", .string(name)),
+                ("displayName", .string(displayName)),
+                ("category", .string(category.rawValue)),
+                ("match", .object(match)),
+            ]))
+    }
+
+    /// Reads one catalog entry. `name` and `match` are required; `displayName` defaults to the name
+    /// and `category` to `other`. Unknown fields, wrong types, empty patterns and an entry without
+    /// any matcher are errors naming the field.
+    public static func decode(_ value: JSONValue) throws(PolicyError) -> AppDefinition {
+        guard case .object(let object) = value else {
+            throw PolicyError("an app definition must be a JSON object, got \(value.typeName)")
+        }
+        for key in object.keys where !fieldNames.contains(key) {
+            throw PolicyError(
+                "unknown app catalog field \(quoted(key)) (known fields: \(fieldNames.joined(separator: ", ")))")
+        }
+        guard let nameField = object["name"] else { throw PolicyError("app catalog field \"name\" is missing") }
+        let name = try catalogString(nameField, field: "name")
+        try Policy.validateAppName(name)
+
+        var displayName = name
+        if let field = object["displayName"] {
+            displayName = try catalogString(field, field: "displayName")
+            guard !displayName.allSatisfy(\.isWhitespace) else {
+                throw PolicyError("app catalog field \"displayName\" must not be empty, got \(quoted(displayName))")
+            }
+        }
+        var category = AppCategory.other
+        if let field = object["category"] { category = try AppCategory.parse(try catalogString(field, field: "category")) }
+
+        guard let matchField = object["match"] else {
+            throw PolicyError("app catalog field \"match\" is missing: app \(quoted(name)) needs at least one matcher")
+        }
+        guard case .object(let match) = matchField else {
+            throw PolicyError("app catalog field \"match\" must be an object, got \(matchField.typeName)")
+        }
+        for key in match.keys where !matcherNames.contains(key) {
+            throw PolicyError(
+                "unknown app catalog field \(quoted("match." + key)) (known fields: \(matcherNames.joined(separator: ", ")))")
+        }
+        func list(_ key: String) throws(PolicyError) -> [String] {
+            guard let field = match[key] else { return [] }
+            return try patternList(field, field: "match." + key)
+        }
+        let definition = AppDefinition(
+            name: name, displayName: displayName, category: category,
+            executablePaths: try list("executablePaths"), executableNames: try list("executableNames"),
+            commandLinePatterns: try list("commandLine"), flatpakIds: try list("flatpak"), snapNames: try list("snap"),
+            systemdUnits: try list("systemdUnits"))
+        for (index, path) in definition.executablePaths.enumerated() where !path.hasPrefix("/") && !path.hasPrefix("*") {
+            throw PolicyError(
+                "app catalog field \"match.executablePaths[\(index)]\" must be an absolute path or start with *, got \(quoted(path))")
+        }
+        for (index, basename) in definition.executableNames.enumerated() where basename.contains("/") {
+            throw PolicyError(
+                "app catalog field \"match.executableNames[\(index)]\" must be a file name without '/', got \(quoted(basename))")
+        }
+        guard definition.hasMatchers else {
+            throw PolicyError(
+                "app \(quoted(name)) needs at least one matcher in \"match\" (\(matcherNames.joined(separator: ", ")))")
+        }
+        return definition
+    }
+
+    private static func catalogString(_ value: JSONValue, field: String) throws(PolicyError) -> String {
+        guard case .string(let text) = value else {
+            throw PolicyError("app catalog field \(quoted(field)) must be a string, got \(value.typeName)")
+        }
+        return text
+    }
+
+    private static func patternList(_ value: JSONValue, field: String) throws(PolicyError) -> [String] {
+        guard case .array(let elements) = value else {
+            throw PolicyError("app catalog field \(quoted(field)) must be a list of strings, got \(value.typeName)")
+        }
+        var patterns: [String] = []
+        for (index, element) in elements.enumerated() {
+            let text = try catalogString(element, field: "\(field)[\(index)]")
+            guard !text.isEmpty else {
+                throw PolicyError("app catalog field \(quoted("\(field)[\(index)]")) must not be empty")
+            }
+            patterns.append(text)
+        }
+        return patterns
+    }
+}
+
+// MARK: - Glob
+
+/// Shell-style wildcard matching over Unicode scalars, without `fnmatch`'s path rules.
+///
+/// - `*` matches any run of characters, including none and **including `/` and spaces**: one
+///   pattern covers nested install directories (`/opt/*/steam`) and whole command lines
+///   (`*java* -jar *minecraft*`).
+/// - `?` matches exactly one character.
+/// - `[abc]`, `[a-z]` match one character of the class; `[!a-z]` or `[^a-z]` one character outside
+///   it. A `]` right after the opening `[` (or `[!`) is part of the class.
+/// - There is no escape character, so Windows paths in wine command lines read naturally
+///   (`*\steamapps\common\*`); match a literal `*`, `?` or `[` with `[*]`, `[?]`, `[[]`. A `[` without
+///   a closing `]` is an ordinary character.
+///
+/// Runs in O(pattern × text) time at worst: a mismatch backtracks only to the latest `*`.
+public func globMatch(_ pattern: String, _ text: String) -> Bool {
+    let pattern = Array(pattern.unicodeScalars)
+    let text = Array(text.unicodeScalars)
+    var p = 0
+    var t = 0
+    // Where to resume after a mismatch: the position after the latest `*`, and the text position
+    // that star has absorbed up to.
+    var starPattern: Int? = nil
+    var starText = 0
+    while t < text.count {
+        if p < pattern.count {
+            switch pattern[p] {
+            case "*":
+                starPattern = p + 1
+                starText = t
+                p += 1
+                continue
+            case "?":
+                p += 1
+                t += 1
+                continue
+            case "[":
+                if let (matches, next) = matchClass(pattern, at: p, text[t]) {
+                    if matches {
+                        p = next
+                        t += 1
+                        continue
+                    }
+                } else if text[t] == "[" {
+                    p += 1
+                    t += 1
+                    continue
+                }
+            default:
+                if pattern[p] == text[t] {
+                    p += 1
+                    t += 1
+                    continue
+                }
+            }
+        }
+        guard let resume = starPattern else { return false }
+        starText += 1
+        p = resume
+        t = starText
+    }
+    while p < pattern.count, pattern[p] == "*" { p += 1 }
+    return p == pattern.count
+}
+
+/// Whether `scalar` is in the class that opens at `pattern[start]` (a `[`), and the pattern position
+/// after the class; nil when the class is not closed.
+private func matchClass(_ pattern: [Unicode.Scalar], at start: Int, _ scalar: Unicode.Scalar) -> (Bool, Int)? {
+    var index = start + 1
+    var negated = false
+    if index < pattern.count, pattern[index] == "!" || pattern[index] == "^" {
+        negated = true
+        index += 1
+    }
+    var found = false
+    var first = true
+    while index < pattern.count {
+        let low = pattern[index]
+        if low == "]" && !first { return (found != negated, index + 1) }
+        first = false
+        if index + 2 < pattern.count, pattern[index + 1] == "-", pattern[index + 2] != "]" {
+            let high = pattern[index + 2]
+            if low <= scalar && scalar <= high { found = true }
+            index += 3
+        } else {
+            if low == scalar { found = true }
+            index += 1
+        }
+    }
+    return nil
+}
+
+// MARK: - Matching processes
+
+/// What the agent learned about one process, the input of `AppCatalog.match`.
+public struct ProcessFacts: Sendable, Equatable {
+    /// The resolved `/proc/PID/exe`; a trailing ` (deleted)` (the file was replaced by an upgrade
+    /// while running) is ignored when matching.
+    public var executablePath: String?
+    /// `/proc/PID/cmdline` split at its NULs.
+    public var commandLine: [String]
+    public var flatpakId: String?
+    public var snapName: String?
+    /// The systemd unit (scope or service) holding the process, e.g. `app-gnome-steam-4242.scope`.
+    public var systemdUnit: String?
+    /// An opaque hash of the executable's content, computed by the agent.
+    public var fileIdentity: String?
+
+    public init(
+        executablePath: String? = nil,
+        commandLine: [String] = [],
+        flatpakId: String? = nil,
+        snapName: String? = nil,
+        systemdUnit: String? = nil,
+        fileIdentity: String? = nil
+    ) {
+        self.executablePath = executablePath
+        self.commandLine = commandLine
+        self.flatpakId = flatpakId
+        self.snapName = snapName
+        self.systemdUnit = systemdUnit
+        self.fileIdentity = fileIdentity
+    }
+}
+
+/// The known apps. Within one kind of matcher the first definition in catalog order wins;
+/// `decode(files:)` orders definitions by file name so the result never depends on directory order.
+public struct AppCatalog: Sendable {
+    public let definitions: [AppDefinition]
+    private let byName: [String: Int]
+    private let byFlatpak: [String: String]
+    private let bySnap: [String: String]
+    private let byExecutableName: [String: String]
+
+    /// The definitions must have different names (checked by `decode(files:)`; here the first wins).
+    public init(_ definitions: [AppDefinition]) {
+        self.definitions = definitions
+        var byName: [String: Int] = [:]
+        var byFlatpak: [String: String] = [:]
+        var bySnap: [String: String] = [:]
+        var byExecutableName: [String: String] = [:]
+        for (index, definition) in definitions.enumerated() {
+            if byName[definition.name] == nil { byName[definition.name] = index }
+            for id in definition.flatpakIds where byFlatpak[id] == nil { byFlatpak[id] = definition.name }
+            for name in definition.snapNames where bySnap[name] == nil { bySnap[name] = definition.name }
+            for name in definition.executableNames where byExecutableName[name] == nil {
+                byExecutableName[name] = definition.name
+            }
+        }
+        self.byName = byName
+        self.byFlatpak = byFlatpak
+        self.bySnap = bySnap
+        self.byExecutableName = byExecutableName
+    }
+
+    /// Reads catalog files, each holding one app definition object. Errors start with the file's name.
+    public static func decode(files: [(name: String, bytes: [UInt8])]) throws(PolicyError) -> AppCatalog {
+        var definitions: [AppDefinition] = []
+        var fileOfApp: [String: String] = [:]
+        for file in files.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }) {
+            let value: JSONValue
+            do {
+                value = try JSONValue.parse(file.bytes)
+            } catch {
+                throw PolicyError("\(file.name): not valid JSON: \(error)")
+            }
+            let definition: AppDefinition
+            do {
+                definition = try AppDefinition.decode(value)
+            } catch {
+                throw PolicyError("\(file.name): \(error.message)")
+            }
+            if let other = fileOfApp[definition.name] {
+                throw PolicyError("app \(quoted(definition.name)) is defined twice, in \(quoted(other)) and \(quoted(file.name))")
+            }
+            fileOfApp[definition.name] = file.name
+            definitions.append(definition)
+        }
+        return AppCatalog(definitions)
+    }
+
+    public func definition(named name: String) -> AppDefinition? {
+        byName[name].map { definitions[$0] }
+    }
+
+    /// The app a process belongs to. In order of precedence: its file identity in `knownIdentities`
+    /// (identity → app name, so a renamed copy of a known binary stays the same app), flatpak id, snap
+    /// name, systemd unit, executable path, executable basename, command line. A process that
+    /// matches nothing is reported under its executable's basename, else its first argument's
+    /// basename, else `unknown`.
+    public func match(_ facts: ProcessFacts, knownIdentities: [String: String] = [:]) -> String {
+        if let identity = facts.fileIdentity, let app = knownIdentities[identity] { return app }
+        if let id = facts.flatpakId, let app = byFlatpak[id] { return app }
+        if let name = facts.snapName, let app = bySnap[name] { return app }
+        if let unit = facts.systemdUnit,
+            let app = definitions.first(where: { $0.systemdUnits.contains { globMatch($0, unit) } })
+        {
+            return app.name
+        }
+        let path = facts.executablePath.map(Self.withoutDeletedMarker)
+        if let path, !path.isEmpty {
+            if let app = definitions.first(where: { $0.executablePaths.contains { globMatch($0, path) } }) {
+                return app.name
+            }
+            if let app = byExecutableName[Self.basename(path)] { return app }
+        }
+        if !facts.commandLine.isEmpty {
+            let commandLine = facts.commandLine.joined(separator: " ")
+            if let app = definitions.first(where: { $0.commandLinePatterns.contains { globMatch($0, commandLine) } }) {
+                return app.name
+            }
+        }
+        if let path, !Self.basename(path).isEmpty { return Self.basename(path) }
+        if let first = facts.commandLine.first, !Self.basename(first).isEmpty { return Self.basename(first) }
+        return "unknown"
+    }
+
+    static func basename(_ path: String) -> String {
+        String(path.split(separator: "/", omittingEmptySubsequences: true).last ?? "")
+    }
+
+    static func withoutDeletedMarker(_ path: String) -> String {
+        path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
+    }
+}

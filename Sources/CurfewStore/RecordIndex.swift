@@ -1,0 +1,106 @@
+import CurfewCore
+import GRDB
+
+/// The identity of a file as `stat` sees it. A record file whose identity is unchanged since it was
+/// checked need not be read again: its name is the hash of its content, and any write to it changes
+/// its ctime, which no unprivileged user can set.
+public struct FileIdentity: Sendable, Equatable, Hashable {
+    public var device: Int64
+    public var inode: Int64
+    public var size: Int64
+    public var mtimeNanoseconds: Int64
+    public var ctimeNanoseconds: Int64
+
+    public init(device: Int64, inode: Int64, size: Int64, mtimeNanoseconds: Int64, ctimeNanoseconds: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.mtimeNanoseconds = mtimeNanoseconds
+        self.ctimeNanoseconds = ctimeNanoseconds
+    }
+}
+
+/// What checking one record file found. Verdicts that depend on which keys are trusted are not
+/// stored: `valid` means "correctly signed by `author`'s key", and trust is checked when folding.
+public struct IndexedRecord: Sendable, Equatable {
+    public enum Verdict: Sendable, Equatable {
+        case valid(RecordSummary)
+        case invalid(reason: String)
+    }
+
+    public var name: String
+    public var identity: FileIdentity
+    public var verdict: Verdict
+
+    public init(name: String, identity: FileIdentity, verdict: Verdict) {
+        self.name = name
+        self.identity = identity
+        self.verdict = verdict
+    }
+}
+
+/// The `record_index` table: record files already checked, so folding 10,000 records does not verify
+/// 10,000 signatures on every command.
+public enum RecordIndex {
+    public static func all(_ db: Database) throws -> [String: IndexedRecord] {
+        var result: [String: IndexedRecord] = [:]
+        let rows = try Row.fetchCursor(
+            db,
+            sql: """
+                SELECT name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
+                       base_version, author, time, removes_user
+                FROM record_index
+                """)
+        while let row = try rows.next() {
+            let name: String = row[0]
+            let identity = FileIdentity(device: row[1], inode: row[2], size: row[3], mtimeNanoseconds: row[4], ctimeNanoseconds: row[5])
+            let verdict: IndexedRecord.Verdict
+            if (row[6] as String) == "valid", let user: String = row[8], let version: Int = row[9],
+                let base: Int = row[10], let author: String = row[11], let time: Int64 = row[12],
+                let removes: Bool = row[13]
+            {
+                verdict = .valid(
+                    RecordSummary(
+                        id: name, user: user, version: version, baseVersion: base, author: author, time: time,
+                        removesUser: removes))
+            } else {
+                verdict = .invalid(reason: row[7] ?? "invalid record")
+            }
+            result[name] = IndexedRecord(name: name, identity: identity, verdict: verdict)
+        }
+        return result
+    }
+
+    public static func save(_ entries: [IndexedRecord], _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO record_index
+                    (name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
+                     base_version, author, time, removes_user)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        for entry in entries {
+            let identity = entry.identity
+            var arguments: StatementArguments = [
+                entry.name, identity.device, identity.inode, identity.size, identity.mtimeNanoseconds,
+                identity.ctimeNanoseconds,
+            ]
+            switch entry.verdict {
+            case .valid(let summary):
+                arguments += [
+                    "valid", nil, summary.user, summary.version, summary.baseVersion, summary.author, summary.time,
+                    summary.removesUser,
+                ]
+            case .invalid(let reason):
+                arguments += ["invalid", reason, nil, nil, nil, nil, nil, nil]
+            }
+            try statement.execute(arguments: arguments)
+        }
+    }
+
+    /// Forgets files that are no longer in the directory.
+    public static func remove(names: [String], _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: "DELETE FROM record_index WHERE name = ?")
+        for name in names { try statement.execute(arguments: [name]) }
+    }
+}

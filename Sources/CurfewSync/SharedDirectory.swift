@@ -1,0 +1,179 @@
+import CurfewCore
+import CurfewStore
+
+/// The directory that carries records between computers (`<shared-dir>`): `records/` holds signed
+/// policy records, `confirmations/<machine-id>/` what each computer applied.
+public struct SharedDirectory: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    public var recordsPath: String { "\(path)/records" }
+    public var confirmationsPath: String { "\(path)/confirmations" }
+
+    public func create() throws(FileError) {
+        try Files.makeDirectories(recordsPath, mode: 0o755)
+        try Files.makeDirectories(confirmationsPath, mode: 0o755)
+    }
+
+    /// Record files are named `<64 hex digits>.json`; every other name (temporary files, sync tools'
+    /// partial and conflict copies) is not a record and is skipped without a word.
+    public static func isRecordName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count == 69, name.hasSuffix(".json") else { return false }
+        return bytes[0..<64].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// Signs `record` and writes it under `records/`, named by the SHA-256 of its bytes, through a
+    /// temporary name and a rename. Returns the record's id (its file name).
+    public func publish(_ record: PolicyRecord, signedBy key: SigningKey) throws -> String {
+        precondition(record.author == key.id, "a record's author must be the key that signs it")
+        let bytes = record.fileBytes(signature: try key.sign(record.signingBytes))
+        let name = "\(sha256Hex(bytes)).json"
+        try Files.writeAtomically(bytes, directory: recordsPath, name: name, mode: 0o644, replace: false)
+        return name
+    }
+
+    /// Whether any computer has ever written a confirmation here.
+    public func hasAnyConfirmation() -> Bool {
+        guard let machines = try? Files.list(confirmationsPath) else { return false }
+        return machines.contains { machine in
+            !machine.hasPrefix(".") && ((try? Files.list("\(confirmationsPath)/\(machine)"))?.isEmpty == false)
+        }
+    }
+}
+
+/// A record file that could not be used, and why; shown to parents as a warning.
+public struct IgnoredRecord: Sendable, Equatable {
+    public var name: String
+    public var reason: String
+    /// The user it claims to be for, when that could be read.
+    public var user: String?
+}
+
+/// The records of the shared directory after a scan: the valid ones by user, and the ignored ones.
+public struct RecordScan: Sendable {
+    public var valid: [RecordSummary]
+    public var ignored: [IgnoredRecord]
+    /// Index rows to store so the next scan need not read these files again.
+    public var newIndexEntries: [IndexedRecord]
+    /// Indexed files that are gone from the directory.
+    public var vanished: [String]
+
+    /// The current record of each user; users whose current record removes them are left out.
+    public var currentByUser: [String: RecordSummary] {
+        PolicyFold.currentByUser(valid).filter { !$0.value.removesUser }
+    }
+
+    public func current(for user: String) -> RecordSummary? {
+        PolicyFold.current(valid.filter { $0.user == user })
+    }
+
+    /// Every user's valid records, for folding one user.
+    public func records(of user: String) -> [RecordSummary] { valid.filter { $0.user == user } }
+
+    /// Checks every record file in `shared.recordsPath`, reusing what `index` already knows about
+    /// files whose identity has not changed. Only records signed by a key in `trusted` count.
+    public static func scan(
+        _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord]
+    ) throws(FileError) -> RecordScan {
+        let names: [String]
+        do {
+            names = try Files.list(shared.recordsPath)
+        } catch {
+            if error.isMissing { names = [] } else { throw error }
+        }
+        var scan = RecordScan(valid: [], ignored: [], newIndexEntries: [], vanished: [])
+        var present = Set<String>()
+        for name in names where SharedDirectory.isRecordName(name) {
+            present.insert(name)
+            let path = "\(shared.recordsPath)/\(name)"
+            guard let (identity, isRegular) = try? Files.identity(path) else { continue }
+            let verdict: IndexedRecord.Verdict
+            var claimedUser: String? = nil
+            if let known = index[name], known.identity == identity {
+                verdict = known.verdict
+            } else {
+                switch RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+                case .verified(let summary):
+                    verdict = .valid(summary)
+                case .rejected(let reason, let user):
+                    verdict = .invalid(reason: reason)
+                    claimedUser = user
+                case .untrusted(let author, let user):
+                    // Depends on which keys are trusted, so it is not indexed.
+                    scan.ignored.append(
+                        IgnoredRecord(name: name, reason: "signed by key \(author), which is not trusted here", user: user))
+                    continue
+                }
+                scan.newIndexEntries.append(IndexedRecord(name: name, identity: identity, verdict: verdict))
+            }
+            switch verdict {
+            case .valid(let summary):
+                if trusted[summary.author] != nil {
+                    scan.valid.append(summary)
+                } else {
+                    scan.ignored.append(
+                        IgnoredRecord(
+                            name: name, reason: "signed by key \(summary.author), which is not trusted here",
+                            user: summary.user))
+                }
+            case .invalid(let reason):
+                scan.ignored.append(IgnoredRecord(name: name, reason: reason, user: claimedUser))
+            }
+        }
+        scan.vanished = index.keys.filter { !present.contains($0) }.sorted()
+        scan.ignored.sort { $0.name < $1.name }
+        return scan
+    }
+}
+
+/// Reads one record file and checks it completely: name, size, form, signature.
+public enum RecordVerifier {
+    public enum Outcome: Sendable, Equatable {
+        case verified(RecordSummary)
+        case rejected(reason: String, user: String?)
+        case untrusted(author: String, user: String)
+    }
+
+    public static func check(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
+        -> Outcome
+    {
+        switch load(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+        case .success(let record): .verified(RecordSummary(id: name, record: record))
+        case .failure(let failure): failure.outcome
+        }
+    }
+
+    public struct Failure: Error { public var outcome: Outcome }
+
+    /// The verified record in a file, with its policy.
+    public static func load(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
+        -> Result<PolicyRecord, Failure>
+    {
+        func reject(_ reason: String, _ user: String? = nil) -> Result<PolicyRecord, Failure> {
+            .failure(Failure(outcome: .rejected(reason: reason, user: user)))
+        }
+        guard isRegular else { return reject("not a regular file") }
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.readRegularFile(path, maxBytes: RecordFormat.maxBytes)
+        } catch {
+            if error.operation == "read oversized file" {
+                return reject("record is larger than \(RecordFormat.maxBytes) bytes")
+            }
+            return reject(error.description)
+        }
+        guard "\(sha256Hex(bytes)).json" == name else { return reject("content does not match its name (hash)") }
+        let parsed: ParsedRecord
+        do { parsed = try PolicyRecord.parse(bytes) } catch { return reject(error.reason) }
+        let record = parsed.record
+        guard let key = trusted[record.author] else {
+            return .failure(Failure(outcome: .untrusted(author: record.author, user: record.user)))
+        }
+        guard key.isValidSignature(parsed.signature, for: record.signingBytes) else {
+            return reject("signature does not verify with key \(record.author)", record.user)
+        }
+        return .success(record)
+    }
+}
