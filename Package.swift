@@ -45,6 +45,7 @@ let package = Package(
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore"]),
+        // Runs the built binaries; depending on the executable makes `swift test` build it.
+        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore", "curfew"]),
     ]
 )

@@ -360,7 +360,9 @@ extension JSONValue {
         guard case .int(let value) = self else {
             throw PolicyError("policy field \(quoted(field)) must be a whole number, got \(typeName)")
         }
-        guard let small = Int(exactly: value), abs(small) < 1_000_000 else {
+        // Compare the magnitude: `abs` of the most negative number traps, and a record file comes
+        // from the shared directory before its signature is checked.
+        guard value.magnitude < 1_000_000, let small = Int(exactly: value) else {
             throw PolicyError("policy field \(quoted(field)) is out of range, got \(value)")
         }
         return small

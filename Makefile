@@ -1,0 +1,49 @@
+# Curfew: build, demo, test and benchmark. Every target installs what it needs on Debian 12 first.
+SHELL := /bin/bash
+SWIFT ?= swift
+DEMO_STATE ?= $(CURDIR)/demo-state
+export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
+
+.PHONY: deps build release demo test bench clean
+
+# Debian packages the build and the tests need; apt runs only when one is missing.
+APT_PACKAGES := libsqlite3-dev pkg-config tzdata sqlite3 python3
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@command -v $(SWIFT) >/dev/null || { echo "swift not found: put the Swift 6 toolchain on PATH (e.g. /opt/swift/usr/bin)"; exit 1; }
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+# Sets up a local state directory, manages a demo user with the shipped default policy, and shows
+# the policy and today's schedule.
+demo: release
+	@bin=$$($(SWIFT) build -c release --show-bin-path)/curfew; \
+	export CURFEW_STATE_DIR=$(DEMO_STATE); \
+	$$bin init && \
+	$$bin policy import policies/default.json --user demo && \
+	$$bin policy show demo && \
+	$$bin schedule demo
+
+# Builds everything (no warnings allowed in this project's own code) and runs every test.
+test: deps
+	@$(SWIFT) build --build-tests > .build-warnings.log 2>&1; status=$$?; \
+	grep -v '^\[' .build-warnings.log | grep -v '^Compiling\|^Building\|^Write' || true; \
+	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):' .build-warnings.log; then \
+		echo "the build has warnings or errors in this project's code"; exit 1; fi; \
+	exit $$status
+	$(SWIFT) test --skip-build --parallel --num-workers 2
+
+bench: release
+	$$($(SWIFT) build -c release --show-bin-path)/curfew-bench
+
+clean:
+	rm -rf .build demo-state .build-warnings.log

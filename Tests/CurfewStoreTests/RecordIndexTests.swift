@@ -1,0 +1,66 @@
+import CurfewCore
+import Foundation
+import GRDB
+import Testing
+
+@testable import CurfewStore
+
+@Suite struct RecordIndexTests {
+    func temporaryDatabase() throws -> (StateStore, String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("curfew.db").path
+        return (try StateStore(path: path), directory.path)
+    }
+
+    @Test func databaseIsWALWithTheMigrationsApplied() throws {
+        let (store, directory) = try temporaryDatabase()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let mode = try store.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+        let migrations = try store.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations") }
+        #expect(migrations == ["v1-record-index"])
+        let integrity = try store.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
+        #expect(integrity == "ok")
+        // Opening again is idempotent.
+        _ = try StateStore(path: "\(directory)/curfew.db", concurrentReaders: true)
+    }
+
+    @Test func entriesRoundTripAndVanishedOnesAreRemoved() throws {
+        let (store, directory) = try temporaryDatabase()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let identity = FileIdentity(device: 1, inode: 2, size: 3, mtimeNanoseconds: 4, ctimeNanoseconds: 5)
+        let summary = RecordSummary(
+            id: "a.json", user: "kid", version: 3, baseVersion: 2, author: "0123456789abcdef", time: 1_700_000_000,
+            removesUser: false)
+        let entries = [
+            IndexedRecord(name: "a.json", identity: identity, verdict: .valid(summary)),
+            IndexedRecord(name: "b.json", identity: identity, verdict: .invalid(reason: "signature does not verify")),
+        ]
+        try store.write { try RecordIndex.save(entries, $0) }
+        let loaded = try store.read { try RecordIndex.all($0) }
+        #expect(loaded["a.json"] == entries[0])
+        #expect(loaded["b.json"] == entries[1])
+        // Saving again replaces.
+        var changed = entries[1]
+        changed.identity.size = 99
+        try store.write { try RecordIndex.save([changed], $0) }
+        #expect(try store.read { try RecordIndex.all($0) }["b.json"]?.identity.size == 99)
+        try store.write { try RecordIndex.remove(names: ["a.json"], $0) }
+        #expect(try store.read { try RecordIndex.all($0) }.keys.sorted() == ["b.json"])
+    }
+
+    @Test func aFailedTransactionWritesNothing() throws {
+        let (store, directory) = try temporaryDatabase()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        struct Stop: Error {}
+        let identity = FileIdentity(device: 1, inode: 2, size: 3, mtimeNanoseconds: 4, ctimeNanoseconds: 5)
+        #expect(throws: Stop.self) {
+            try store.write { db in
+                try RecordIndex.save([IndexedRecord(name: "x.json", identity: identity, verdict: .invalid(reason: "r"))], db)
+                throw Stop()
+            }
+        }
+        #expect(try store.read { try RecordIndex.all($0) }.isEmpty)
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+
+/// Runs the built `curfew` binary in a private state directory.
+struct CurfewRunner {
+    struct Result: CustomStringConvertible {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+    }
+
+    let root: URL
+    var stateDir: String { root.appendingPathComponent("state").path }
+    var sharedDir: String { root.appendingPathComponent("state/shared").path }
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The directory of the test binary, where SwiftPM also puts the executables.
+    static let binDirectory: URL = {
+        if let override = ProcessInfo.processInfo.environment["CURFEW_BIN_DIR"] {
+            return URL(fileURLWithPath: override)
+        }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var url = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        // XCTest bundles on Linux are plain executables; on macOS they are bundles.
+        while url.pathExtension == "xctest" || url.lastPathComponent == "MacOS" || url.lastPathComponent == "Contents" {
+            url = url.deletingLastPathComponent()
+        }
+        return url
+    }()
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(at: root) }
+
+    @discardableResult
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], stateDir: String? = nil)
+        throws -> Result
+    {
+        let process = Process()
+        process.executableURL = CurfewRunner.binDirectory.appendingPathComponent("curfew")
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["CURFEW_STATE_DIR"] = stateDir ?? self.stateDir
+        env.removeValue(forKey: "CURFEW_SHARED_DIR")
+        env["CURFEW_CATALOG_DIRS"] = CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps").path
+        env["TZ"] = "UTC"
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+            stderr: String(decoding: stderrData, as: UTF8.self))
+    }
+
+    /// Runs and expects exit 0.
+    @discardableResult
+    func ok(_ arguments: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> Result {
+        let result = try run(arguments, stdin: stdin)
+        #expect(result.status == 0, "curfew \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
+        return result
+    }
+
+    /// Every file under the state directory with its mode and bytes, to prove a command changed nothing.
+    func snapshot() throws -> [String: String] {
+        var files: [String: String] = [:]
+        let base = root.path
+        guard let enumerator = FileManager.default.enumerator(atPath: base) else { return files }
+        while let relative = enumerator.nextObject() as? String {
+            let path = "\(base)/\(relative)"
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            let mode = (attributes[.posixPermissions] as? Int).map { String($0, radix: 8) } ?? "?"
+            if (attributes[.type] as? FileAttributeType) == .typeDirectory {
+                files[relative] = "dir \(mode)"
+            } else {
+                let data = try Data(contentsOf: URL(fileURLWithPath: path))
+                files[relative] = "file \(mode) \(data.base64EncodedString())"
+            }
+        }
+        return files
+    }
+
+    func recordFiles() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: "\(sharedDir)/records").filter { $0.hasSuffix(".json") }.sorted()
+    }
+}
