@@ -170,12 +170,9 @@ public struct Schedule: Sendable {
         let remaining: Int64?
         switch state {
         case .allowed:
-            switch (limitLeft, untilBedtime) {
-            case (let left?, let bed?): remaining = min(left, bed)
-            case (let left?, nil): remaining = left
-            case (nil, let bed?): remaining = bed
-            case (nil, nil): remaining = nil
-            }
+            // From `allowed` the next change is always to a blocked state. It comes before both the
+            // limit and bedtime when a new day starts with no time at all (a weekday limit of 0).
+            remaining = [limitLeft, untilBedtime, nextChange.map { $0.0 - now }].compactMap { $0 }.min()
         case .bedtime, .limitReached:
             remaining = 0
         }

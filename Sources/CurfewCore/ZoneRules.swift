@@ -20,11 +20,21 @@ public struct ZoneRules: Sendable {
 
     private static let knownZones = Set(TimeZone.knownTimeZoneIdentifiers)
 
+    /// The areas of IANA's geographic zone names (`Area/Location`).
+    private static let ianaAreas: Set<Substring> = [
+        "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
+    ]
+
     /// IANA names only: `Europe/Berlin`, `UTC`, `Etc/GMT+2`; not abbreviations or `GMT+2`.
     public static func isKnownZone(_ name: String) -> Bool {
         if knownZones.contains(name) { return true }
-        guard name == "UTC" || name.hasPrefix("Etc/") else { return false }
-        return TimeZone(identifier: name) != nil
+        if name == "UTC" { return TimeZone(identifier: name) != nil }
+        // Foundation's list holds ICU's names and misses current IANA ones that ICU keeps under an
+        // older name (Asia/Kolkata, listed only as Asia/Calcutta). Accept an `Etc/` or geographic
+        // name that the zone database resolves to itself; custom ids like GMT+2 resolve to GMT+0200.
+        let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0] == "Etc" || ianaAreas.contains(parts[0]) else { return false }
+        return TimeZone(identifier: name)?.identifier == name
     }
 
     /// Seconds east of UTC at `instant`.

@@ -113,6 +113,11 @@ struct DecisionTests {
             now: "2026-06-05T21:30Z", used: 0, state: .allowed, date: "2026-06-05", limit: 60, limitLeft: 3600,
             remaining: 1800, next: ("2026-06-05T22:00Z", .limitReached), allowedAgain: "2026-06-05T21:30Z"),
         DecisionCase(
+            label: "unlimited on Friday, Saturday's limit is 0 and no bedtime: blocked at midnight",
+            schedule: schedule("Europe/Berlin", bedtime: "off", limit: .unlimited, weekdayLimits: [.sat: .minutes(0)]),
+            now: "2026-06-05T21:00Z", used: 20_000, state: .allowed, date: "2026-06-05", limit: nil, limitLeft: nil,
+            remaining: 3600, next: ("2026-06-05T22:00Z", .limitReached), allowedAgain: "2026-06-05T21:00Z"),
+        DecisionCase(
             label: "Saturday's limit is 0: allowed again when Sunday begins",
             schedule: schedule("Europe/Berlin", bedtime: "off", limit: .minutes(60), weekdayLimits: [.sat: .minutes(0)]),
             now: "2026-06-06T08:00Z", used: 0, state: .limitReached, date: "2026-06-06", limit: 0, limitLeft: 0,
@@ -149,9 +154,9 @@ struct DecisionTests {
             remaining: 1200, next: ("2026-06-05T19:30Z", .bedtime), allowedAgain: "2026-06-05T19:10Z"),
         // Around DST changes the real time counts, not the wall clock.
         DecisionCase(
-            label: "Berlin spring forward: 00:30 to a 02:30 bedtime is 30 minutes",
+            label: "Berlin spring forward: from 00:30 to a 02:30 bedtime, moved to 03:00, is 90 minutes",
             schedule: schedule("Europe/Berlin", bedtime: "02:30-06:00"), now: "2026-03-28T23:30Z", used: 0,
-            state: .allowed, date: "2026-03-29", limit: nil, limitLeft: nil, remaining: 1800,
+            state: .allowed, date: "2026-03-29", limit: nil, limitLeft: nil, remaining: 5400,
             next: ("2026-03-29T01:00Z", .bedtime), allowedAgain: "2026-03-28T23:30Z"),
         DecisionCase(
             label: "Berlin fall back: 00:00 to a 02:30 bedtime is 150 minutes",

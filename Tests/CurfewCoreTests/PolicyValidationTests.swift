@@ -270,10 +270,11 @@ struct PolicyValidationTests {
     }
 }
 
-/// A string as a JSON literal, written here rather than through the code under test.
+/// A string as a JSON literal, written here rather than through the code under test; like values in
+/// messages, cut after 64 characters with "...".
 func jsonQuoted(_ text: String) -> String {
     var out = "\""
-    for scalar in text.unicodeScalars {
+    for scalar in String(text.prefix(64)).unicodeScalars {
         switch scalar {
         case "\"": out += "\\\""
         case "\\": out += "\\\\"
@@ -281,7 +282,7 @@ func jsonQuoted(_ text: String) -> String {
         default: out.unicodeScalars.append(scalar)
         }
     }
-    return out + "\""
+    return out + (text.count > 64 ? "...\"" : "\"")
 }
 
 @Suite("Policy JSON")
