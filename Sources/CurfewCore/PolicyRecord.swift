@@ -86,12 +86,14 @@ extension PolicyRecord {
         let value: JSONValue
         do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
         guard case .object(let object) = value else { throw RecordError("a record must be a JSON object") }
-        for key in object.keys where !fields.contains(key) {
-            throw RecordError("unknown record field \(quoted(key))")
-        }
+        // The format first: a newer format may add fields, and "not supported" tells the parent
+        // to upgrade where "unknown field" would call the record malformed.
         guard case .int(let format)? = object["format"] else { throw RecordError("record field \"format\" is missing") }
         guard format == RecordFormat.version else {
             throw RecordError("record format \(format) is not supported (this version reads format \(RecordFormat.version))")
+        }
+        for key in object.keys where !fields.contains(key) {
+            throw RecordError("unknown record field \(quoted(key))")
         }
         guard case .string(let kind)? = object["kind"], kind == RecordFormat.policyKind else {
             throw RecordError("record field \"kind\" must be \"\(RecordFormat.policyKind)\"")

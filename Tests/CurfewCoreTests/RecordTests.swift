@@ -114,6 +114,7 @@ struct RecordTests {
         .init("unknown field", RecordFixture.bytes { $0["comment"] = .string("hi") }, #"unknown record field "comment""#),
         .init(
             "unknown field in a non-canonical file", text: #"{ "format": 1, "extra": true }"#, #"unknown record field "extra""#),
+        .init("unknown field without a format", text: #"{"extra":true}"#, #"record field "format" is missing"#),
         .init("no format", RecordFixture.bytes { $0["format"] = nil }, #"record field "format" is missing"#),
         .init("format as text", RecordFixture.bytes { $0["format"] = .string("1") }, #"record field "format" is missing"#),
         .init(
@@ -121,7 +122,7 @@ struct RecordTests {
             "record format 2 is not supported (this version reads format 1)"),
         .init(
             "future format with fields this version does not know",
-            text: #"{"format":3,"kind":"policy","payload":{}}"#, #"unknown record field "payload""#),
+            text: #"{"format":3,"kind":"policy","payload":{}}"#, "record format 3 is not supported (this version reads format 1)"),
         .init(
             "format 0", RecordFixture.bytes { $0["format"] = .int(0) },
             "record format 0 is not supported (this version reads format 1)"),

@@ -400,6 +400,22 @@ import Testing
                 """)
     }
 
+    /// A child (any other account) cannot read the parent's state or change policy.
+    @Test(.enabled(if: getuid() == 0, "needs root to switch to another account"))
+    func otherAccountsAreNotPermitted() throws {
+        let runner = try initialised()
+        defer { runner.cleanUp() }
+        let before = try runner.snapshot()
+        for arguments in [["limit", "kid", "8h"], ["policy", "show", "kid"], ["user", "add", "nobody"]] {
+            let result = try runner.run(arguments, asUser: "nobody")
+            #expect(result.status == 77, "\(arguments): \(result)")
+            #expect(
+                result.stderr
+                    == "curfew: cannot read the state directory \(runner.stateDir) (only a parent may do this; try sudo)\n")
+        }
+        #expect(try runner.snapshot() == before)
+    }
+
     @Test func versionAndHelp() throws {
         let runner = try CurfewRunner()
         defer { runner.cleanUp() }

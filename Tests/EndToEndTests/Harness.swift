@@ -39,12 +39,20 @@ struct CurfewRunner {
     func cleanUp() { try? FileManager.default.removeItem(at: root) }
 
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], stateDir: String? = nil)
-        throws -> Result
-    {
+    func run(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], stateDir: String? = nil,
+        asUser user: String? = nil
+    ) throws -> Result {
         let process = Process()
-        process.executableURL = CurfewRunner.binDirectory.appendingPathComponent("curfew")
-        process.arguments = arguments
+        let binary = CurfewRunner.binDirectory.appendingPathComponent("curfew")
+        if let user {
+            // runuser keeps the environment, so the child sees the same state directory.
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", user, "--", binary.path] + arguments
+        } else {
+            process.executableURL = binary
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["CURFEW_STATE_DIR"] = stateDir ?? self.stateDir
         env.removeValue(forKey: "CURFEW_SHARED_DIR")
