@@ -19,21 +19,13 @@ struct Limit: ParsableCommand {
 
     func run() throws {
         let days = try parseDays(day)
-        let allowance: TimeAllowance?
-        switch (duration, clear) {
-        case (let text?, false):
-            let parsed = try translatingErrors { try TimeAllowance.parse(text) }
-            let rule = days.isEmpty ? "daily limit" : "daily limit for \(days[0].rawValue)"
-            try translatingErrors { try Policy.validateDaily(parsed, rule: rule) }
-            allowance = parsed
-        case (nil, true):
-            guard !days.isEmpty else { throw CLIError("--clear needs --day DAY", .invalidArguments) }
-            allowance = nil
-        case (_?, true):
-            throw CLIError("give either a duration or --clear, not both", .invalidArguments)
-        case (nil, false):
-            throw CLIError("missing duration (90m, 1h30m, 2h, 0 or unlimited)", .invalidArguments)
-        }
+        let allowance = try valueOrClear(duration, clear: clear, days: days, name: "duration", forms: "90m, 1h30m, 2h, 0 or unlimited")
+            .map { text in
+                let parsed = try translatingErrors { try TimeAllowance.parse(text) }
+                let rule = days.isEmpty ? "daily limit" : "daily limit for \(days[0].rawValue)"
+                try translatingErrors { try Policy.validateDaily(parsed, rule: rule) }
+                return parsed
+            }
         try editPolicy(options, user: user) { policy in
             if days.isEmpty {
                 policy.dailyLimit = allowance!
@@ -72,15 +64,9 @@ struct Bedtime: ParsableCommand {
 
     func run() throws {
         let days = try parseDays(day)
-        let newWindow: BedtimeWindow??
-        switch (window, clear) {
-        case (let text?, false): newWindow = .some(try translatingErrors { try BedtimeWindow.parse(text) })
-        case (nil, true):
-            guard !days.isEmpty else { throw CLIError("--clear needs --day DAY", .invalidArguments) }
-            newWindow = nil
-        case (_?, true): throw CLIError("give either a window or --clear, not both", .invalidArguments)
-        case (nil, false): throw CLIError("missing bedtime window (HH:MM-HH:MM or off)", .invalidArguments)
-        }
+        let newWindow: BedtimeWindow?? = try valueOrClear(
+            window, clear: clear, days: days, name: "bedtime window", forms: "HH:MM-HH:MM or off"
+        ).map { text in try translatingErrors { try BedtimeWindow.parse(text) } }
         func text(_ window: BedtimeWindow?) -> String { window.map { "\($0)" } ?? "off" }
         try editPolicy(options, user: user) { policy in
             if days.isEmpty {
@@ -175,5 +161,18 @@ struct TimeZoneCommand: ParsableCommand {
         } describe: { old, new in
             "\(user): time zone is \(old == new ? "already" : "now") \(timezone ?? "the computer's own")"
         }
+    }
+}
+
+/// The value argument of `limit` and `bedtime`: required, unless `--clear` removes the weekday
+/// override given with `--day` (then nil).
+func valueOrClear(_ value: String?, clear: Bool, days: [Weekday], name: String, forms: String) throws -> String? {
+    switch (value, clear) {
+    case (let text?, false): return text
+    case (nil, true):
+        guard !days.isEmpty else { throw CLIError("--clear needs --day DAY", .invalidArguments) }
+        return nil
+    case (_?, true): throw CLIError("give either a \(name) or --clear, not both", .invalidArguments)
+    case (nil, false): throw CLIError("missing \(name) (\(forms))", .invalidArguments)
     }
 }
