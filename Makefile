@@ -7,7 +7,7 @@ export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
 .PHONY: deps build release demo test bench clean
 
 # Debian packages the build and the tests need; apt runs only when one is missing.
-APT_PACKAGES := libsqlite3-dev pkg-config tzdata sqlite3 python3
+APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -23,15 +23,18 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-# Sets up a local state directory, manages a demo user with the shipped default policy, and shows
-# the policy and today's schedule.
+# Sets up a local state directory, manages $(DEMO_USER) with the shipped default policy, shows the
+# policy and today's schedule, then runs the agent in the foreground (Ctrl-C stops it; usage is kept).
+DEMO_USER ?= demo
 demo: release
-	@bin=$$($(SWIFT) build -c release --show-bin-path)/curfew; \
-	export CURFEW_STATE_DIR=$(DEMO_STATE); \
-	$$bin init && \
-	$$bin policy import policies/default.json --user demo && \
-	$$bin policy show demo && \
-	$$bin schedule demo
+	@bin=$$($(SWIFT) build -c release --show-bin-path); \
+	export CURFEW_STATE_DIR=$(DEMO_STATE) CURFEW_LOG=stderr; \
+	$$bin/curfew init && \
+	$$bin/curfew policy import policies/default.json --user $(DEMO_USER) && \
+	$$bin/curfew policy show $(DEMO_USER) && \
+	$$bin/curfew schedule $(DEMO_USER) && \
+	echo "starting curfewd (Ctrl-C to stop); then: CURFEW_STATE_DIR=$(DEMO_STATE) $$bin/curfew status $(DEMO_USER) --socket $(DEMO_STATE)/curfewd.sock" && \
+	exec $$bin/curfewd --socket $(DEMO_STATE)/curfewd.sock
 
 # Builds everything (no warnings allowed in this project's own code) and runs every test.
 test: deps

@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "curfew", targets: ["curfew"]),
+        .executable(name: "curfewd", targets: ["curfewd"]),
         .executable(name: "curfew-bench", targets: ["curfew-bench"]),
     ],
     dependencies: [
@@ -15,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The rules, with no I/O.
@@ -31,10 +33,36 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // libsystemd (libsystemd-dev): sd-daemon, sd-journal, sd-login, sd-bus.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // The machine: /proc, the process connector, pidfds, cgroups, logind, sd_notify, the journal.
+        .target(
+            name: "CurfewLinux",
+            dependencies: [
+                "CurfewCore", "CSystemd",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // The agent's services, wired from the parts above.
+        .target(
+            name: "CurfewAgent",
+            dependencies: [
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        .executableTarget(
+            name: "curfewd",
+            dependencies: [
+                "CurfewAgent", "CurfewLinux", "CurfewSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         .target(
             name: "CurfewCLI",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -45,7 +73,9 @@ let package = Package(
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
+        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux"]),
+        .testTarget(name: "CurfewAgentTests", dependencies: ["CurfewAgent"]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
-        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore", "curfew"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore", "CurfewLinux", "curfew", "curfewd"]),
     ]
 )

@@ -29,6 +29,7 @@ public final class StateStore: Sendable {
     }
 
     /// One transaction: everything in `body` is written, or nothing.
+    @discardableResult
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try writer.write(body)
     }
@@ -62,6 +63,76 @@ public final class StateStore: Sendable {
                     CREATE INDEX record_index_user ON record_index(user);
                     """)
         }
+        migrator.registerMigration("v2-usage-events") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE usage (
+                        user TEXT NOT NULL,
+                        day TEXT NOT NULL,
+                        hour INTEGER NOT NULL CHECK (hour BETWEEN 0 AND 23),
+                        app TEXT NOT NULL,
+                        milliseconds INTEGER NOT NULL CHECK (milliseconds >= 0),
+                        PRIMARY KEY (user, day, hour, app)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE events (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        time_ms INTEGER NOT NULL,
+                        user TEXT,
+                        kind TEXT NOT NULL,
+                        message TEXT NOT NULL,
+                        data TEXT
+                    );
+                    CREATE INDEX events_time ON events(time_ms);
+                    CREATE INDEX events_user_time ON events(user, time_ms);
+                    CREATE TABLE agent_state (
+                        key TEXT PRIMARY KEY NOT NULL,
+                        value TEXT NOT NULL
+                    );
+                    """)
+        }
         return migrator
     }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension StateStore {
+    /// What `openChecked` found wrong with the previous database, and where it was moved.
+    public struct Corruption: Sendable, Equatable {
+        public var reason: String
+        public var movedTo: String
+    }
+
+    /// Opens the agent's database after checking it (`PRAGMA quick_check`). A file SQLite cannot read
+    /// or that fails the check is moved aside (with its -wal and -shm) to `<path>.corrupt-<unix time>`
+    /// and a fresh database is created: policy comes back from the shared directory, and the caller
+    /// records what happened as an event.
+    public static func openChecked(path: String, now: Int64) throws -> (StateStore, Corruption?) {
+        var reason: String? = nil
+        if access(path, F_OK) == 0 {
+            do {
+                let store = try StateStore(path: path, concurrentReaders: true)
+                let result = try store.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
+                if result == ["ok"] { return (store, nil) }
+                reason = "integrity check failed: " + result.prefix(3).joined(separator: "; ")
+            } catch {
+                reason = "cannot be opened: \(error)"
+            }
+        }
+        guard let reason else { return (try StateStore(path: path, concurrentReaders: true), nil) }
+        let aside = "\(path).corrupt-\(now)"
+        for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
+            guard rename(path + suffix, aside + suffix) == 0 else {
+                throw StoreError(message: "cannot move the damaged database \(path + suffix) aside: \(String(cString: strerror(errno)))")
+            }
+        }
+        return (try StateStore(path: path, concurrentReaders: true), Corruption(reason: reason, movedTo: aside))
+    }
+}
+
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
 }

@@ -11,6 +11,7 @@ struct CurfewRunner {
     }
 
     let root: URL
+    var catalogDirectory = CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps").path
     var stateDir: String { root.appendingPathComponent("state").path }
     var sharedDir: String { root.appendingPathComponent("state/shared").path }
 
@@ -56,7 +57,7 @@ struct CurfewRunner {
         var env = ProcessInfo.processInfo.environment
         env["CURFEW_STATE_DIR"] = stateDir ?? self.stateDir
         env.removeValue(forKey: "CURFEW_SHARED_DIR")
-        env["CURFEW_CATALOG_DIRS"] = CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps").path
+        env["CURFEW_CATALOG_DIRS"] = catalogDirectory
         env["TZ"] = "UTC"
         for (key, value) in environment { env[key] = value }
         process.environment = env
@@ -102,6 +103,37 @@ struct CurfewRunner {
             }
         }
         return files
+    }
+
+    /// Runs a system tool to completion; its exit status.
+    static func runTool(_ path: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Runs a system tool and returns what it printed on stdout.
+    static func capture(_ path: String, _ arguments: [String], asUser user: String? = nil) throws -> String {
+        let process = Process()
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", user, "--", path] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+        }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
     }
 
     func recordFiles() throws -> [String] {

@@ -1,0 +1,291 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import CurfewSync
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// How `curfewd` was started.
+public struct AgentConfiguration: Sendable {
+    public var stateDirectory: String
+    public var sharedDirectory: String
+    public var socketPath: String
+    public var tickMilliseconds: Int64
+    public var catalogDirectories: [String]
+    /// nil: the system bus; "none": do not use logind.
+    public var logindBusAddress: String?
+    public var useProcessConnector: Bool
+    /// How often records/ is rescanned even without inotify events.
+    public var rescanMilliseconds: Int64
+
+    public init(
+        stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
+        catalogDirectories: [String], logindBusAddress: String? = nil, useProcessConnector: Bool = true,
+        rescanMilliseconds: Int64 = 30_000
+    ) {
+        self.stateDirectory = stateDirectory
+        self.sharedDirectory = sharedDirectory
+        self.socketPath = socketPath
+        self.tickMilliseconds = tickMilliseconds
+        self.catalogDirectories = catalogDirectories
+        self.logindBusAddress = logindBusAddress
+        self.useProcessConnector = useProcessConnector
+        self.rescanMilliseconds = rescanMilliseconds
+    }
+}
+
+/// The agent: sets up the state directory and database, then runs its loops as services of one
+/// `ServiceGroup`, each loop on a thread of its own (they block in poll(2), which must not hold up
+/// Swift's cooperative threads).
+public final class Agent: Sendable {
+    public let configuration: AgentConfiguration
+    public let state = AgentState()
+    let store: StateStore
+    let loader: PolicyLoader
+    let catalog: AppCatalog
+    let logger: Logger
+
+    public init(configuration: AgentConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)
+        let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
+        let shared = SharedDirectory(path: configuration.sharedDirectory)
+        try shared.create()
+        let now = Int64(Date().timeIntervalSince1970)
+        let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)
+        self.store = store
+        if let corruption {
+            logger.critical(
+                "the database was damaged; moved it aside and started a new one",
+                metadata: ["reason": "\(corruption.reason)", "moved.to": "\(corruption.movedTo)"])
+            try store.write { db in
+                try EventLog.append(
+                    AgentEvent(
+                        time: now * 1000, kind: "database-corrupt",
+                        message: "the database was damaged (\(corruption.reason)); it was moved to \(corruption.movedTo) and policy re-imported from the shared directory",
+                        data: .object(JSONObject([("movedTo", .string(corruption.movedTo))]))), db)
+            }
+        }
+        self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)
+        self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
+        try reloadPolicies()
+        // Until logind answers, no session is known to count.
+        state.setSessions(usesLogind ? [] : nil)
+    }
+
+    /// Whether sessions come from systemd-logind; without it, time counts while a user has processes.
+    var usesLogind: Bool {
+        configuration.logindBusAddress != "none" && (configuration.logindBusAddress != nil || LogindClient.isAvailable())
+    }
+
+    /// Folds the records again; logs and records each user whose version changed.
+    func reloadPolicies() throws {
+        let previous = state.policies
+        let result = try loader.load(previous: previous, logger: logger)
+        var events: [AgentEvent] = []
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for (user, version) in result.versions.sorted(by: { $0.key < $1.key }) where state.version(of: user) != version {
+            logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
+            events.append(
+                AgentEvent(
+                    time: now, user: user, kind: "policy-loaded", message: "policy version \(version) is in force",
+                    data: .object(JSONObject([("version", .int(Int64(version)))]))))
+        }
+        for user in previous.keys where result.policies[user] == nil {
+            events.append(AgentEvent(time: now, user: user, kind: "user-unmanaged", message: "\(user) is no longer managed"))
+        }
+        for ignored in result.ignored {
+            logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
+        }
+        state.setPolicies(result.policies, versions: result.versions)
+        if !events.isEmpty { try store.write { db in for event in events { try EventLog.append(event, db) } } }
+    }
+
+    func recordEvent(_ event: AgentEvent) {
+        do {
+            try store.write { try EventLog.append(event, $0) }
+        } catch {
+            logger.error("cannot record an event", metadata: ["kind": "\(event.kind)", "error": "\(error)"])
+        }
+    }
+
+    /// The services `curfewd` runs.
+    public func services() -> [any Service] {
+        [
+            // ServiceGroup stops services in reverse order: the tracker last, so it flushes last.
+            ThreadService(name: "tracker", agent: self) { agent, stop in agent.runTracker(stop) },
+            ThreadService(name: "policy-watch", agent: self) { agent, stop in agent.runPolicyWatch(stop) },
+            ThreadService(name: "logind", agent: self) { agent, stop in agent.runLogind(stop) },
+            ThreadService(name: "socket", agent: self) { agent, stop in agent.runSocket(stop) },
+        ]
+    }
+
+    func runTracker(_ stop: StopFlag) {
+        let started = Int64(Date().timeIntervalSince1970 * 1000)
+        recordEvent(AgentEvent(time: started, kind: "agent-started", message: "curfewd \(Agent.version) started"))
+        let tracker = Tracker(
+            state: state, store: store, catalog: catalog, logger: logger,
+            useProcessConnector: configuration.useProcessConnector)
+        _ = SystemdNotify.send("READY=1\nSTATUS=tracking \(state.policies.count) managed users")
+        logger.info(
+            "curfewd ready",
+            metadata: [
+                "users": "\(state.policies.count)", "process.connector": "\(tracker.usesProcessConnector)",
+                "state.dir": "\(configuration.stateDirectory)",
+            ])
+        tracker.run(tickMilliseconds: configuration.tickMilliseconds, until: stop)
+        recordEvent(
+            AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: "agent-stopped", message: "curfewd stopped"))
+    }
+
+    func runPolicyWatch(_ stop: StopFlag) {
+        let watch = try? DirectoryWatch(path: loader.shared.recordsPath)
+        if watch == nil { logger.notice("cannot watch records/; rescanning every \(configuration.rescanMilliseconds / 1000) s") }
+        var lastScan = ClockReading.now().monotonic
+        while !stop.isSet {
+            var changed = false
+            if let watch {
+                changed = watch.waitForChange(timeoutMilliseconds: 250)
+            } else {
+                usleep(250_000)
+            }
+            let now = ClockReading.now().monotonic
+            if changed || now - lastScan >= configuration.rescanMilliseconds {
+                lastScan = now
+                do { try reloadPolicies() } catch {
+                    logger.error("cannot read the shared directory; keeping the policies in force", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    func runLogind(_ stop: StopFlag) {
+        guard usesLogind else { return }
+        var client: LogindClient? = nil
+        var lastRefresh: Int64 = 0
+        while !stop.isSet {
+            do {
+                // (Re)connect: a lost bus connection makes nextEvents throw.
+                let current = try client ?? LogindClient(busAddress: configuration.logindBusAddress)
+                if client == nil {
+                    client = current
+                    state.setSessions(try current.sessions())
+                    lastRefresh = ClockReading.now().monotonic
+                }
+                let events = try current.nextEvents(timeoutMilliseconds: 250)
+                var refresh = false
+                for event in events {
+                    switch event {
+                    case .prepareForSleep(let sleeping):
+                        state.setSleeping(sleeping)
+                        logger.info(sleeping ? "suspending: not counting" : "resumed")
+                    case .sessionNew, .sessionRemoved, .propertiesChanged:
+                        refresh = true
+                    }
+                }
+                let now = ClockReading.now().monotonic
+                if refresh || now - lastRefresh > 30_000 {
+                    state.setSessions(try current.sessions())
+                    lastRefresh = now
+                }
+            } catch {
+                logger.error("cannot talk to systemd-logind; retrying", metadata: ["error": "\(error)"])
+                client = nil
+                for _ in 0..<10 where !stop.isSet { usleep(100_000) }
+            }
+        }
+    }
+
+    func runSocket(_ stop: StopFlag) {
+        let server: PeerSocketServer
+        do {
+            try Files.makeDirectories(Files.parentDirectory(of: configuration.socketPath), mode: 0o755)
+            server = try PeerSocketServer(path: configuration.socketPath)
+        } catch {
+            logger.error("cannot open the agent's socket; children cannot ask for their status", metadata: ["error": "\(error)"])
+            return
+        }
+        defer { server.shutdown() }
+        while !stop.isSet {
+            guard let connection = try? server.accept(timeoutMilliseconds: 250) else { continue }
+            let answer = SocketProtocol.answer(
+                request: connection.readLine() ?? "", callerUID: connection.uid, agent: self)
+            connection.writeLine(answer.canonicalString)
+        }
+    }
+
+    /// Tells systemd and every loop that the agent is stopping; the tracker then flushes.
+    public func beginShutdown() {
+        guard !state.isStopping else { return }
+        _ = SystemdNotify.send("STOPPING=1")
+        logger.info("stopping")
+        state.stop()
+    }
+
+    /// Today's status of a managed user, from the agent's live figures.
+    public func status(of user: String, now: Int64) -> UserStatus? {
+        guard let policy = state.policies[user] else { return nil }
+        let zone = Schedule.zone(for: policy)
+        let live = state.live(of: user)
+        return UserStatus.make(
+            user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
+            counting: live?.counting ?? false)
+    }
+
+    public static let version = "0.1.0"
+}
+
+/// Runs one blocking loop of the agent on a thread of its own, as a `Service`. Graceful shutdown
+/// (SIGTERM) tells every loop to stop; `run` returns when its loop has.
+struct ThreadService: Service {
+    let name: String
+    let agent: Agent
+    let stop = StopFlag()
+    let body: @Sendable (Agent, StopFlag) -> Void
+
+    init(name: String, agent: Agent, body: @escaping @Sendable (Agent, StopFlag) -> Void) {
+        self.name = name
+        self.agent = agent
+        self.body = body
+    }
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let agent = self.agent
+                let body = self.body
+                let stop = self.stop
+                let thread = Thread {
+                    body(agent, stop)
+                    // A loop with nothing to do (no logind, say) must not end the group early.
+                    while !stop.isSet { usleep(50_000) }
+                    continuation.resume()
+                }
+                thread.name = "curfewd-\(name)"
+                thread.start()
+            }
+        } onGracefulShutdown: { [stop, agent] in
+            agent.beginShutdown()
+            stop.set()
+        }
+    }
+}
+
+/// Tells one loop to finish.
+public final class StopFlag: Sendable {
+    let flag = Mutex(false)
+    public init() {}
+    public func set() { flag.withLock { $0 = true } }
+    public var isSet: Bool { flag.withLock { $0 } }
+}
+
+extension Schedule {
+    /// The zone a policy is evaluated in: its own, or this computer's.
+    public static func zone(for policy: Policy) -> ZoneRules {
+        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
+        return ZoneRules(TimeZone.current)
+    }
+}

@@ -1,0 +1,51 @@
+import CurfewCore
+import CurfewStore
+import CurfewSync
+import Logging
+
+/// Folds the signed records of the shared directory into the policies in force, through the same
+/// record index the CLI uses. A user whose record in force cannot be read keeps the policy they had.
+public struct PolicyLoader: Sendable {
+    public let shared: SharedDirectory
+    public let keyRing: KeyRing
+    public let store: StateStore
+
+    public init(shared: SharedDirectory, keyRing: KeyRing, store: StateStore) {
+        self.shared = shared
+        self.keyRing = keyRing
+        self.store = store
+    }
+
+    public struct Result: Sendable {
+        public var policies: [String: Policy]
+        public var versions: [String: Int]
+        public var ignored: [IgnoredRecord]
+    }
+
+    public func load(previous: [String: Policy], logger: Logger) throws -> Result {
+        let trusted = try keyRing.trustedKeys()
+        let index = try store.read { try RecordIndex.all($0) }
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index)
+        if !scan.newIndexEntries.isEmpty || !scan.vanished.isEmpty {
+            try store.write { db in
+                try RecordIndex.save(scan.newIndexEntries, db)
+                try RecordIndex.remove(names: scan.vanished, db)
+            }
+        }
+        var policies: [String: Policy] = [:]
+        var versions: [String: Int] = [:]
+        for (user, summary) in scan.currentByUser {
+            switch RecordVerifier.load(path: "\(shared.recordsPath)/\(summary.id)", name: summary.id, trusted: trusted) {
+            case .success(let record):
+                if let policy = record.policy {
+                    policies[user] = policy
+                    versions[user] = record.version
+                }
+            case .failure:
+                logger.warning("record in force changed while read; keeping the last good policy", metadata: ["user": "\(user)", "record.id": "\(summary.id)"])
+                if let old = previous[user] { policies[user] = old }
+            }
+        }
+        return Result(policies: policies, versions: versions, ignored: scan.ignored)
+    }
+}

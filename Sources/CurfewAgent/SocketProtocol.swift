@@ -1,0 +1,39 @@
+import CurfewCore
+import CurfewLinux
+import Foundation
+
+/// The agent's socket speaks one JSON object per line: `{"command": "status", "user": "kid"}` in,
+/// `{"ok": true, "status": {...}}` or `{"ok": false, "error": "not-permitted", "message": "..."}` out.
+/// Root may ask about anyone; any other caller only about the account the kernel says they are.
+public enum SocketProtocol {
+    public static func answer(request line: String, callerUID: UInt32, agent: Agent) -> JSONValue {
+        guard let request = try? JSONValue.parse(line), case .object(let object) = request,
+            case .string(let command)? = object["command"]
+        else { return failure("bad-request", "the request must be a JSON object with a command") }
+        let caller = Accounts.account(uid: callerUID)
+        switch command {
+        case "status":
+            var user: String
+            if case .string(let asked)? = object["user"] {
+                user = asked
+            } else if let caller {
+                user = caller.name
+            } else {
+                return failure("bad-request", "no user given and the caller has no account name")
+            }
+            if callerUID != 0 && caller?.name != user {
+                return failure("not-permitted", "you may only see your own status")
+            }
+            guard let status = agent.status(of: user, now: Int64(Date().timeIntervalSince1970)) else {
+                return failure("unknown-user", "\(user) is not managed on this computer")
+            }
+            return .object(JSONObject([("ok", .bool(true)), ("status", status.json)]))
+        default:
+            return failure("bad-request", "unknown command \(quoted(command))")
+        }
+    }
+
+    static func failure(_ code: String, _ message: String) -> JSONValue {
+        .object(JSONObject([("ok", .bool(false)), ("error", .string(code)), ("message", .string(message))]))
+    }
+}

@@ -1,0 +1,71 @@
+import CurfewCore
+
+/// What `curfew status` shows: today's figures for one user, as the agent or the database knows them.
+public struct UserStatus: Sendable, Equatable {
+    public struct App: Sendable, Equatable {
+        public var app: String
+        public var milliseconds: Int64
+        public var running: Bool
+    }
+
+    public var user: String
+    public var date: LocalDate
+    public var timezone: String
+    public var screenMilliseconds: Int64
+    public var decision: Decision
+    public var apps: [App]
+    /// Whether screen time is being counted right now (nil when the agent is not running).
+    public var counting: Bool?
+    public var zone: ZoneRules
+
+    /// Today's status from the day's totals (`""` = screen time) and the running apps.
+    public static func make(
+        user: String, policy: Policy, zone: ZoneRules, now: Int64, totals: [String: Int64], running: Set<String>,
+        counting: Bool?
+    ) -> UserStatus {
+        let screen = totals[UsageKey.screen] ?? 0
+        let decision = Schedule(policy: policy, zone: zone).decide(now: now, usedSeconds: screen / 1000)
+        var names = Set(totals.keys.filter { $0 != UsageKey.screen }).union(running)
+        names.subtract(Accounting.sessionPlumbing)
+        let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
+            .sorted { ($0.milliseconds, $1.app) > ($1.milliseconds, $0.app) }
+        return UserStatus(
+            user: user, date: decision.date, timezone: zone.identifier, screenMilliseconds: screen, decision: decision,
+            apps: apps, counting: counting, zone: zone)
+    }
+
+    public static func == (lhs: UserStatus, rhs: UserStatus) -> Bool {
+        lhs.json == rhs.json
+    }
+
+    /// Rounded to whole seconds, as reports show them.
+    public static func seconds(_ milliseconds: Int64) -> Int64 { (milliseconds + 500) / 1000 }
+
+    public var json: JSONValue {
+        var object = JSONObject([
+            ("user", .string(user)),
+            ("date", .string("\(date)")),
+            ("timezone", .string(timezone)),
+            ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
+            ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
+            ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
+            ("state", .string(decision.state.rawValue)),
+        ])
+        object["reason"] = decision.reason.map { .string($0) } ?? .null
+        object["nextChange"] =
+            decision.nextChange.map {
+                .object(JSONObject([("at", .string(zone.iso8601($0.at))), ("state", .string($0.state.rawValue))]))
+            } ?? .null
+        object["allowedAgainAt"] = decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
+        object["counting"] = counting.map { .bool($0) } ?? .null
+        object["apps"] = .array(
+            apps.map { app in
+                .object(
+                    JSONObject([
+                        ("app", .string(app.app)), ("seconds", .int(UserStatus.seconds(app.milliseconds))),
+                        ("running", .bool(app.running)),
+                    ]))
+            })
+        return .object(object)
+    }
+}

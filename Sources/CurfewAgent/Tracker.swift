@@ -1,0 +1,249 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import Foundation
+import Logging
+
+/// Counts each managed user's screen and app time, tick by tick, and keeps it in SQLite.
+///
+/// Owned by one thread: the process sampler and the process connector are not shared. Elapsed time
+/// comes from CLOCK_MONOTONIC, which stops during suspend; the wall clock only picks the local day
+/// and hour. Each interval is credited to what was observed at its start.
+public final class Tracker {
+    let state: AgentState
+    let store: StateStore
+    let catalog: AppCatalog
+    let logger: Logger
+    let sampler: ProcessSampler
+    let identities: FileIdentityCache
+    let connector: ProcessConnector?
+    let flushInterval: Int64
+    let systemZone: ZoneRules
+
+    /// File identity -> catalog app, learnt from literal catalog paths and from matched processes, so
+    /// a renamed copy of a known binary is still that app.
+    var knownIdentities: [String: String] = [:]
+    var appOfProcess: [Int32: (startTime: UInt64, app: String)] = [:]
+    var pending: [UsageKey: Int64] = [:]
+    var pendingEvents: [AgentEvent] = []
+    var last: ClockReading
+    var lastFlush: Int64
+    var observations: [String: UserObservation] = [:]
+    var live: [String: AgentState.LiveUser] = [:]
+    var logindWarned = false
+    var lastFullScan: Int64 = 0
+    let watchdog = SystemdNotify.watchdogInterval() != nil
+
+    /// The clocks; tests pass their own to move the wall clock.
+    let clock: () -> ClockReading
+
+    public init(
+        state: AgentState, store: StateStore, catalog: AppCatalog, logger: Logger, useProcessConnector: Bool,
+        flushIntervalMilliseconds: Int64 = 2_000, clock: @escaping () -> ClockReading = ClockReading.now
+    ) {
+        self.clock = clock
+        self.state = state
+        self.store = store
+        self.catalog = catalog
+        self.logger = logger
+        self.identities = FileIdentityCache()
+        self.sampler = ProcessSampler(identities: identities)
+        var connector: ProcessConnector? = nil
+        if useProcessConnector {
+            do {
+                connector = try ProcessConnector.open()
+            } catch {
+                logger.notice("process connector unavailable, polling /proc every tick", metadata: ["error": "\(error)"])
+            }
+        }
+        self.connector = connector
+        self.flushInterval = flushIntervalMilliseconds
+        self.systemZone = ZoneRules(TimeZone.current)
+        self.last = clock()
+        self.lastFlush = last.monotonic
+        for definition in catalog.definitions {
+            for path in definition.executablePaths where !path.contains(where: { "*?[".contains($0) }) {
+                if let identity = identities.identity(ofFile: path) { knownIdentities[identity] = definition.name }
+            }
+        }
+    }
+
+    public var usesProcessConnector: Bool { connector != nil }
+
+    /// Runs until the agent stops: applies process events as they come, ticks every `tick`.
+    /// Lists /proc and makes the first observation.
+    func start() {
+        _ = sampler.sample()
+        lastFullScan = clock().monotonic
+        observe()
+    }
+
+    public func run(tickMilliseconds: Int64, until stop: StopFlag) {
+        start()
+        while !stop.isSet {
+            let due = last.monotonic + tickMilliseconds
+            var now = clock().monotonic
+            while now < due && !stop.isSet {
+                let wait = Int32(min(due - now, 250))
+                if let connector {
+                    do {
+                        apply(try connector.next(timeoutMilliseconds: wait))
+                    } catch {
+                        logger.warning("process connector failed; polling", metadata: ["error": "\(error)"])
+                        usleep(UInt32(wait) * 1000)
+                    }
+                } else {
+                    usleep(UInt32(wait) * 1000)
+                }
+                now = clock().monotonic
+            }
+            tick()
+        }
+        tick()
+        flush(force: true)
+    }
+
+    func apply(_ events: [ProcessEvent]) {
+        guard !events.isEmpty else { return }
+        for event in events {
+            if case .exit(let pid) = event { appOfProcess[pid] = nil }
+        }
+        _ = sampler.apply(events)
+    }
+
+    /// Credits the interval since the last tick, then observes the state for the next one.
+    public func tick() {
+        let now = clock()
+        let movement = Accounting.classify(
+            wallDelta: now.wall - last.wall, monotonicDelta: now.monotonic - last.monotonic,
+            boottimeDelta: now.boottime - last.boottime)
+        let elapsed = max(0, now.monotonic - last.monotonic)
+        if movement.wallJumpMilliseconds != 0 {
+            let seconds = movement.wallJumpMilliseconds / 1000
+            logger.notice("wall clock jumped; no time credited or lost", metadata: ["seconds": "\(seconds)"])
+            pendingEvents.append(
+                AgentEvent(
+                    time: now.wall, kind: "clock-jump",
+                    message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
+                    data: .object(JSONObject([("seconds", .int(seconds))]))))
+        }
+        // The interval started `elapsed` ago in wall time as it is now (a jump does not move it).
+        let intervalStart = (now.wall - elapsed) / 1000
+        let policies = state.policies
+        if !state.sleeping {
+            for (user, observation) in observations {
+                guard let policy = policies[user] else { continue }
+                for (key, milliseconds) in Accounting.slices(
+                    user: user, observation: observation, policy: policy, zone: zone(for: policy),
+                    intervalStart: intervalStart, elapsedMilliseconds: elapsed)
+                {
+                    pending[key, default: 0] += milliseconds
+                    if live[user]?.day == key.day { live[user]?.totals[key.app, default: 0] += milliseconds }
+                }
+            }
+        }
+        last = now
+        if connector == nil || now.monotonic - lastFullScan > 30_000 {
+            _ = sampler.sample()
+            lastFullScan = now.monotonic
+        }
+        observe()
+        flush(force: false)
+        if watchdog {
+            let counting = live.values.filter(\.counting).count
+            _ = SystemdNotify.send("WATCHDOG=1\nSTATUS=tracking \(live.count) managed users, \(counting) counting")
+        }
+    }
+
+    func zone(for policy: Policy) -> ZoneRules {
+        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
+        return systemZone
+    }
+
+    /// Looks at sessions and processes and decides, per managed user, what the next interval counts.
+    func observe() {
+        let policies = state.policies
+        let sessions = state.sessions
+        if sessions == nil && !logindWarned {
+            logindWarned = true
+            logger.notice("systemd-logind is not available: screen time counts while a managed user has processes")
+            pendingEvents.append(
+                AgentEvent(
+                    time: last.wall, kind: "logind-unavailable",
+                    message: "systemd-logind is not available; screen time counts while a managed user has processes"))
+        }
+        var byUID: [UInt32: [TrackedProcess]] = [:]
+        for process in sampler.cached.values { byUID[process.uid, default: []].append(process) }
+        var newObservations: [String: UserObservation] = [:]
+        var newLive: [String: AgentState.LiveUser] = [:]
+        for (user, policy) in policies {
+            guard let account = Accounts.account(named: user) else { continue }
+            let processes = byUID[account.uid] ?? []
+            var apps = Set<String>()
+            for process in processes { apps.insert(app(of: process)) }
+            let counts: Bool
+            if let sessions {
+                counts = sessions.contains { $0.uid == account.uid && $0.counts }
+            } else {
+                counts = !processes.isEmpty
+            }
+            newObservations[user] = UserObservation(sessionCounts: counts, runningApps: apps)
+            let day = zone(for: policy).localTime(at: last.wall / 1000).date
+            var entry = live[user]
+            if entry?.day != day {
+                entry = AgentState.LiveUser(day: day, totals: storedTotals(user: user, day: day), running: [], counting: false)
+            }
+            entry?.running = apps.subtracting(Accounting.sessionPlumbing)
+            entry?.counting = counts && !state.sleeping
+            newLive[user] = entry
+        }
+        observations = newObservations
+        live = newLive
+        state.setLive(newLive)
+    }
+
+    func app(of process: TrackedProcess) -> String {
+        if let known = appOfProcess[process.pid], known.startTime == process.startTime { return known.app }
+        let app = catalog.match(process.facts, knownIdentities: knownIdentities)
+        if let identity = process.facts.fileIdentity, catalog.definition(named: app) != nil, knownIdentities[identity] == nil {
+            knownIdentities[identity] = app
+        }
+        appOfProcess[process.pid] = (process.startTime, app)
+        return app
+    }
+
+    /// Today's totals as stored plus what is pending.
+    func storedTotals(user: String, day: LocalDate) -> [String: Int64] {
+        var totals = (try? store.read { try UsageTable.dayTotals(user: user, day: day, $0) }) ?? [:]
+        for (key, milliseconds) in pending where key.user == user && key.day == day {
+            totals[key.app, default: 0] += milliseconds
+        }
+        return totals
+    }
+
+    /// Writes pending usage and events in one transaction, at most every `flushInterval` unless
+    /// forced. On failure everything stays pending and is tried again.
+    public func flush(force: Bool) {
+        guard force || last.monotonic - lastFlush >= flushInterval else { return }
+        guard !pending.isEmpty || !pendingEvents.isEmpty else {
+            lastFlush = last.monotonic
+            return
+        }
+        do {
+            let usage = pending
+            let events = pendingEvents
+            try store.write { db in
+                try UsageTable.add(usage, db)
+                for event in events { try EventLog.append(event, db) }
+                try AgentStateTable.set("last-flush", "\(last.wall)", db)
+            }
+            pending = [:]
+            pendingEvents = []
+            lastFlush = last.monotonic
+        } catch {
+            logger.error("cannot write usage to the database; keeping it to try again", metadata: ["error": "\(error)"])
+        }
+    }
+
+    public func record(_ event: AgentEvent) { pendingEvents.append(event) }
+}

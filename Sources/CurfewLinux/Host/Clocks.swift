@@ -1,0 +1,62 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The three clocks the agent reads each tick, in milliseconds.
+public struct ClockReading: Sendable, Equatable {
+    /// CLOCK_MONOTONIC: elapsed time, stops while the machine is suspended.
+    public var monotonic: Int64
+    /// CLOCK_BOOTTIME: like monotonic, but runs on during suspend.
+    public var boottime: Int64
+    /// CLOCK_REALTIME: the wall clock, which may be set at any time.
+    public var wall: Int64
+
+    public init(monotonic: Int64, boottime: Int64, wall: Int64) {
+        self.monotonic = monotonic
+        self.boottime = boottime
+        self.wall = wall
+    }
+
+    /// Reads all three (clock_gettime).
+    public static func now() -> ClockReading {
+        ClockReading(monotonic: read(CLOCK_MONOTONIC), boottime: read(CLOCK_BOOTTIME), wall: read(CLOCK_REALTIME))
+    }
+
+    static func read(_ clock: clockid_t) -> Int64 {
+        var spec = timespec()
+        clock_gettime(clock, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+}
+
+/// Account names and ids (getpwnam_r / getpwuid_r).
+public enum Accounts {
+    public struct Account: Sendable, Equatable {
+        public var name: String
+        public var uid: UInt32
+        public var gid: UInt32
+        public var home: String
+    }
+
+    public static func account(named name: String) -> Account? {
+        lookup { pwd, buffer, size, result in getpwnam_r(name, &pwd, buffer, size, &result) }
+    }
+
+    public static func account(uid: UInt32) -> Account? {
+        lookup { pwd, buffer, size, result in getpwuid_r(uid, &pwd, buffer, size, &result) }
+    }
+
+    private static func lookup(
+        _ call: (inout passwd, UnsafeMutablePointer<CChar>, Int, inout UnsafeMutablePointer<passwd>?) -> Int32
+    ) -> Account? {
+        let size = 16_384
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+        defer { buffer.deallocate() }
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>? = nil
+        // The strings in `pwd` point into `buffer`: copy them out before it is freed.
+        guard call(&pwd, buffer, size, &result) == 0, result != nil else { return nil }
+        return Account(
+            name: String(cString: pwd.pw_name), uid: pwd.pw_uid, gid: pwd.pw_gid, home: String(cString: pwd.pw_dir))
+    }
+}

@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// inotify on one directory: tells that something in it was created, renamed into it, written or
+/// removed. Callers rescan the directory; the events themselves carry nothing they rely on, so a
+/// queue overflow costs nothing.
+public final class DirectoryWatch: Sendable {
+    let fd: Int32
+    public let path: String
+
+    /// inotify_init1 + inotify_add_watch.
+    public init(path: String) throws(HostError) {
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { throw HostError("inotify_init1", errno: errno) }
+        let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
+        guard inotify_add_watch(fd, path, mask) >= 0 else {
+            let error = errno
+            close(fd)
+            throw HostError("inotify_add_watch \(path)", errno: error)
+        }
+        self.fd = fd
+        self.path = path
+    }
+
+    /// Waits up to `timeoutMilliseconds` for changes; true if there were any (all pending events are
+    /// consumed).
+    public func waitForChange(timeoutMilliseconds: Int32) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, timeoutMilliseconds)
+        guard ready > 0 else { return false }
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var changed = false
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                changed = true
+                continue
+            }
+            if count < 0 && errno == EINTR { continue }
+            break
+        }
+        return changed
+    }
+
+    deinit { close(fd) }
+}
+
+/// A failed system call of the host layer: the call, and errno.
+public struct HostError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var operation: String
+    public var errno: Int32
+
+    public init(_ operation: String, errno: Int32) {
+        self.operation = operation
+        self.errno = errno
+    }
+
+    public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
+}

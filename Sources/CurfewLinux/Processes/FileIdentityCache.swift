@@ -1,0 +1,135 @@
+import Crypto
+import Glibc
+import Synchronization
+
+/// The identity of an executable's content, so that a renamed or copied binary is still the same app
+/// (SPEC.md "Apps").
+///
+/// The identity is `sha256:<hex>` of the file size as 8 bytes little-endian followed by the whole
+/// content when the file is at most 2 MiB, otherwise by its first 1 MiB and its last 1 MiB. Reading
+/// at most 2 MiB keeps hashing a 500 MB game binary as quick as a small one; two files that differ
+/// only in the middle of a large binary would share an identity, which matching can live with.
+///
+/// Identities are cached by (device, inode, size, mtime, ctime), so each binary is read once for as
+/// long as it is unchanged. A process's executable is read through `/proc/PID/exe`, which works for a
+/// binary that was deleted or replaced after it started and for one in another mount namespace
+/// (flatpak, snap).
+///
+/// Thread-safe: the cache sits behind a `Mutex`; hashing happens outside it, so at worst two
+/// threads hash the same new file at once.
+public final class FileIdentityCache: Sendable {
+    struct Key: Hashable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: Int64
+        var modifiedNanoseconds: Int64
+        var changed: Int64
+        var changedNanoseconds: Int64
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+            size = Int64(status.st_size)
+            modified = Int64(status.st_mtim.tv_sec)
+            modifiedNanoseconds = Int64(status.st_mtim.tv_nsec)
+            changed = Int64(status.st_ctim.tv_sec)
+            changedNanoseconds = Int64(status.st_ctim.tv_nsec)
+        }
+    }
+
+    struct State {
+        var identities: [Key: String] = [:]
+        /// Files hashed so far (tests check that a binary is read once).
+        var hashes = 0
+    }
+
+    /// At most this many files are remembered; past it the cache starts over (a build tree that
+    /// keeps producing new binaries must not grow it without bound).
+    public let capacity: Int
+    private let state = Mutex(State())
+
+    static let blockSize = 1 << 20
+
+    public init(capacity: Int = 4096) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// The identity of the executable `pid` runs (`<procRoot>/<pid>/exe`); nil if the process is gone,
+    /// has no executable (a kernel thread, a zombie) or it cannot be read.
+    public func identity(ofExecutableOf pid: Int32, procRoot: String = "/proc") -> String? {
+        guard let directory = try? LinuxError.check("open", { open("\(procRoot)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        else { return nil }
+        defer { close(directory) }
+        return identity(of: "exe", in: directory)
+    }
+
+    /// The identity of the file at `path` (symbolic links followed); nil if it cannot be read or is not
+    /// a regular file.
+    public func identity(ofFile path: String) -> String? {
+        identity(of: path, in: AT_FDCWD)
+    }
+
+    /// How many files have been hashed (cache misses).
+    public var hashCount: Int { state.withLock { $0.hashes } }
+
+    /// How many identities are cached.
+    public var count: Int { state.withLock { $0.identities.count } }
+
+    /// `name` relative to `directory` (fstatat/openat). A hit costs one fstatat and no open.
+    func identity(of name: String, in directory: Int32) -> String? {
+        var status = stat()
+        guard (try? LinuxError.check("fstatat", { fstatat(directory, name, &status, 0) })) != nil,
+            status.st_mode & S_IFMT == S_IFREG
+        else { return nil }
+        if let known = state.withLock({ $0.identities[Key(status)] }) { return known }
+
+        guard let fd = try? LinuxError.check("openat", { openat(directory, name, O_RDONLY | O_CLOEXEC) }) else { return nil }
+        defer { close(fd) }
+        // The file may have been replaced between fstatat and openat: key by what was opened.
+        guard (try? LinuxError.check("fstat", { fstat(fd, &status) })) != nil, status.st_mode & S_IFMT == S_IFREG
+        else { return nil }
+        let key = Key(status)
+        if let known = state.withLock({ $0.identities[key] }) { return known }
+        guard let identity = Self.hash(fd: fd, size: Int64(status.st_size)) else { return nil }
+        state.withLock { state in
+            if state.identities.count >= capacity { state.identities.removeAll(keepingCapacity: true) }
+            state.identities[key] = identity
+            state.hashes += 1
+        }
+        return identity
+    }
+
+    /// The identity of the open file `fd` of `size` bytes, as defined above (pread, so the offset of
+    /// `fd` is not used).
+    static func hash(fd: Int32, size: Int64) -> String? {
+        guard size >= 0 else { return nil }
+        var hasher = SHA256()
+        withUnsafeBytes(of: UInt64(size).littleEndian) { hasher.update(bufferPointer: $0) }
+        let block = Int64(blockSize)
+        var ranges: [(offset: Int64, length: Int64)] = [(offset: 0, length: size)]
+        if size > 2 * block { ranges = [(offset: 0, length: block), (offset: size - block, length: block)] }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { buffer.deallocate() }
+        for range in ranges {
+            var done: Int64 = 0
+            while done < range.length {
+                let want = Int(min(Int64(buffer.count), range.length - done))
+                guard
+                    let count = try? LinuxError.check(
+                        "pread", { pread(fd, buffer.baseAddress, want, off_t(range.offset + done)) }),
+                    count > 0
+                else { return nil }  // an error, or the file shrank under us
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                done += Int64(count)
+            }
+        }
+        let digits = Array("0123456789abcdef".utf8)
+        var text = Array("sha256:".utf8)
+        for byte in hasher.finalize() {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xf)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,0 +1,114 @@
+import CurfewCore
+import GRDB
+
+/// The `usage` table: milliseconds per user, local day, local hour and app (`""` = screen time).
+public enum UsageTable {
+    /// Adds the slices to what is stored (one statement per key; call inside one transaction).
+    public static func add(_ slices: [UsageKey: Int64], _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO usage (user, day, hour, app, milliseconds) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (user, day, hour, app) DO UPDATE SET milliseconds = milliseconds + excluded.milliseconds
+                """)
+        for (key, milliseconds) in slices.sorted(by: { $0.key < $1.key }) where milliseconds > 0 {
+            try statement.execute(arguments: [key.user, "\(key.day)", key.hour, key.app, milliseconds])
+        }
+    }
+
+    public struct Row: Sendable, Equatable {
+        public var day: LocalDate
+        public var hour: Int
+        public var app: String
+        public var milliseconds: Int64
+    }
+
+    /// Every bucket of `user` from `from` through `to` (inclusive), ordered by day, hour, app.
+    public static func rows(user: String, from: LocalDate, through to: LocalDate, _ db: Database) throws -> [Row] {
+        let cursor = try GRDB.Row.fetchCursor(
+            db,
+            sql: """
+                SELECT day, hour, app, milliseconds FROM usage
+                WHERE user = ? AND day BETWEEN ? AND ? ORDER BY day, hour, app
+                """,
+            arguments: [user, "\(from)", "\(to)"])
+        var rows: [Row] = []
+        while let row = try cursor.next() {
+            guard let day = try? LocalDate.parse(row[0] as String) else { continue }
+            rows.append(Row(day: day, hour: row[1], app: row[2], milliseconds: row[3]))
+        }
+        return rows
+    }
+
+    /// Totals of one local day by app (`""` = screen time).
+    public static func dayTotals(user: String, day: LocalDate, _ db: Database) throws -> [String: Int64] {
+        var totals: [String: Int64] = [:]
+        for row in try rows(user: user, from: day, through: day, db) { totals[row.app, default: 0] += row.milliseconds }
+        return totals
+    }
+}
+
+/// One entry of the audit log.
+public struct AgentEvent: Sendable, Equatable {
+    public var id: Int64?
+    /// Unix time in milliseconds.
+    public var time: Int64
+    public var user: String?
+    /// A stable word for scripts: `agent-started`, `clock-jump`, `database-corrupt`, ...
+    public var kind: String
+    /// Words for people.
+    public var message: String
+    /// Details as a JSON object, for scripts.
+    public var data: JSONValue?
+
+    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: String, message: String, data: JSONValue? = nil) {
+        self.id = id
+        self.time = time
+        self.user = user
+        self.kind = kind
+        self.message = message
+        self.data = data
+    }
+}
+
+/// The `events` table: appended to, never edited.
+public enum EventLog {
+    @discardableResult
+    public static func append(_ event: AgentEvent, _ db: Database) throws -> Int64 {
+        try db.execute(
+            sql: "INSERT INTO events (time_ms, user, kind, message, data) VALUES (?, ?, ?, ?, ?)",
+            arguments: [event.time, event.user, event.kind, event.message, event.data?.canonicalString])
+        return db.lastInsertedRowID
+    }
+
+    /// Events at or after `since` (ms), of `user` (and events of no user) when given, in the order
+    /// they were recorded (which is not always the order of their times: the clock may be set back).
+    public static func list(user: String?, since: Int64?, limit: Int = 10_000, _ db: Database) throws -> [AgentEvent] {
+        var sql = "SELECT id, time_ms, user, kind, message, data FROM events WHERE time_ms >= ?"
+        var arguments: StatementArguments = [since ?? Int64.min]
+        if let user {
+            sql += " AND (user = ? OR user IS NULL)"
+            arguments += [user]
+        }
+        sql += " ORDER BY id LIMIT ?"
+        arguments += [limit]
+        return try GRDB.Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            let dataText: String? = row[5]
+            return AgentEvent(
+                id: row[0], time: row[1], user: row[2], kind: row[3], message: row[4],
+                data: dataText.flatMap { try? JSONValue.parse($0) })
+        }
+    }
+}
+
+/// Small facts the agent keeps between runs (`agent_state`).
+public enum AgentStateTable {
+    public static func get(_ key: String, _ db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM agent_state WHERE key = ?", arguments: [key])
+    }
+
+    public static func set(_ key: String, _ value: String, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO agent_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            arguments: [key, value])
+    }
+}

@@ -1,0 +1,105 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import CurfewAgent
+
+/// The tracker against real processes (this test's own, as root) and a clock the test moves.
+@Suite(.enabled(if: getuid() == 0, "counts the processes of root, the user running the tests"))
+struct TrackerTests {
+    final class FakeClock: Sendable {
+        let reading: Mutex<ClockReading>
+        init(_ reading: ClockReading) { self.reading = Mutex(reading) }
+        func advance(monotonic: Int64, boottime: Int64? = nil, wall: Int64? = nil) {
+            reading.withLock {
+                $0.monotonic += monotonic
+                $0.boottime += boottime ?? monotonic
+                $0.wall += wall ?? monotonic
+            }
+        }
+        var now: ClockReading { reading.withLock { $0 } }
+    }
+
+    // 2026-11-21 12:00:00 UTC.
+    static let noon: Int64 = 1_795_262_400_000
+
+    func tracker(_ clock: FakeClock) throws -> (Tracker, StateStore, String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-tracker-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let store = try StateStore(path: "\(directory)/curfew.db", concurrentReaders: true)
+        let state = AgentState()
+        var policy = Policy.defaults(for: "root")
+        policy.bedtime = nil
+        policy.timezone = "UTC"
+        state.setPolicies(["root": policy], versions: ["root": 1])
+        state.setSessions(nil)  // no logind: time counts while root has processes, which it has
+        let tracker = Tracker(
+            state: state, store: store, catalog: AppCatalog([]), logger: Logger(label: "test"), useProcessConnector: false,
+            flushIntervalMilliseconds: 0, clock: { clock.now })
+        tracker.start()
+        return (tracker, store, directory)
+    }
+
+    func screen(_ store: StateStore) throws -> Int64 {
+        try store.read { try UsageTable.dayTotals(user: "root", day: LocalDate(year: 2026, month: 11, day: 21)!, $0) }[""] ?? 0
+    }
+
+    @Test func wallClockJumpsNeverCreditOrDebitAndAreRecorded() throws {
+        let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
+        let (tracker, store, directory) = try tracker(clock)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        clock.advance(monotonic: 1_000)
+        tracker.tick()
+        #expect(try screen(store) == 1_000)
+        clock.advance(monotonic: 1_000, wall: 601_000)  // set 10 minutes forward
+        tracker.tick()
+        clock.advance(monotonic: 1_000, wall: -899_000)  // then 15 minutes back
+        tracker.tick()
+        #expect(try screen(store) == 3_000)
+        let events = try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == "clock-jump" }
+        #expect(
+            events.map(\.message) == [
+                "the wall clock was set forward by 600 s; no time was credited or lost",
+                "the wall clock was set back by 900 s; no time was credited or lost",
+            ])
+    }
+
+    @Test func suspendIsNotCountedAndSleepPausesCounting() throws {
+        let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
+        let (tracker, store, directory) = try tracker(clock)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // An hour asleep: the monotonic clock stood still, boot time and wall time moved on.
+        clock.advance(monotonic: 500, boottime: 3_600_500, wall: 3_600_500)
+        tracker.tick()
+        #expect(try screen(store) == 500)
+        #expect(try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == "clock-jump" }.isEmpty)
+        // Between PrepareForSleep(true) and (false) nothing counts.
+        tracker.state.setSleeping(true)
+        clock.advance(monotonic: 2_000)
+        tracker.tick()
+        tracker.state.setSleeping(false)
+        clock.advance(monotonic: 1_000)
+        tracker.tick()
+        #expect(try screen(store) == 1_500)
+    }
+
+    @Test func pendingUsageSurvivesAFailedFlush() throws {
+        let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
+        let (tracker, store, directory) = try tracker(clock)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try store.write { try $0.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'full'); END") }
+        clock.advance(monotonic: 1_000)
+        tracker.tick()
+        #expect(try screen(store) == 0)
+        #expect(tracker.pending.filter { $0.key.app == UsageKey.screen }.values.reduce(0, +) == 1_000)
+        try store.write { try $0.execute(sql: "DROP TRIGGER refuse") }
+        clock.advance(monotonic: 1_000)
+        tracker.tick()
+        #expect(try screen(store) == 2_000)
+        #expect(tracker.pending.isEmpty)
+    }
+}
