@@ -69,13 +69,16 @@ let package = Package(
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"]),
         .executableTarget(
             name: "curfew-bench",
-            dependencies: ["CurfewCore", "CurfewStore", "CurfewSync"]),
+            dependencies: ["CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent"]),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
-        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux"]),
+        // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind.
+        .target(name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd"], path: "Tests/CurfewTestSupport"),
+        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CurfewTestSupport"]),
         .testTarget(name: "CurfewAgentTests", dependencies: ["CurfewAgent"]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
-        .testTarget(name: "EndToEndTests", dependencies: ["CurfewCore", "CurfewLinux", "curfew", "curfewd"]),
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["CurfewCore", "CurfewLinux", "CurfewTestSupport", "curfew", "curfewd"]),
     ]
 )

@@ -1,4 +1,5 @@
 import CurfewLinux
+import CurfewTestSupport
 import Foundation
 import Testing
 
@@ -31,7 +32,9 @@ final class AgentProcess {
     let logPath: String
     var socketPath: String { runner.root.appendingPathComponent("run/curfewd.sock").path }
 
-    init(_ runner: CurfewRunner, extraEnvironment: [String: String] = [:], arguments: [String] = []) throws {
+    init(
+        _ runner: CurfewRunner, extraEnvironment: [String: String] = [:], logindBus: String = "none", arguments: [String] = []
+    ) throws {
         self.runner = runner
         logPath = runner.root.appendingPathComponent("curfewd-\(UUID().uuidString.prefix(8)).log").path
         var environment = ProcessInfo.processInfo.environment
@@ -43,7 +46,7 @@ final class AgentProcess {
         let binary = CurfewRunner.binDirectory.appendingPathComponent("curfewd").path
         pid = try spawnLogged(
             binary,
-            ["--socket", runner.root.appendingPathComponent("run/curfewd.sock").path, "--logind-bus", "none", "--tick", "0.25"]
+            ["--socket", runner.root.appendingPathComponent("run/curfewd.sock").path, "--logind-bus", logindBus, "--tick", "0.25"]
                 + arguments,
             environment: environment, log: logPath)
         // Ready: the tracker has made its first observation and the socket answers.
@@ -234,6 +237,39 @@ struct AgentTests {
         // A child cannot read reports or events: the state directory is the parent's.
         let report = try runner.run(["report", account.name], asUser: account.name)
         #expect(report.status == 77)
+    }
+
+    /// With logind (python-dbusmock's template on a private bus): screen time counts only while a
+    /// session of the user is active, unlocked and not idle, and not while the machine sleeps.
+    @Test func countsOnlyWhileTheSessionIsActiveUnlockedAndNotIdle() throws {
+        let (runner, account, _, _) = try setUp()
+        defer { runner.cleanUp() }
+        let bus = try PrivateLogindBus()
+        defer { bus.shutdown() }
+        let agent = try AgentProcess(runner, logindBus: bus.address)
+        var counted: TimeInterval = 0
+        var since = Date()
+        func phase(_ commands: [[Any]], counting: Bool, seconds: Double) throws {
+            try bus.mock(commands)
+            let now = Date()
+            since = now
+            usleep(UInt32(seconds * 1_000_000))
+            if counting { counted += Date().timeIntervalSince(since) }
+        }
+        try phase([["new_session", "c1", "seat0", Int(account.uid), account.name, true]], counting: true, seconds: 3)
+        try phase([["set_session_property", "c1", "LockedHint", true]], counting: false, seconds: 2)
+        try phase([["set_session_property", "c1", "LockedHint", false]], counting: true, seconds: 2)
+        try phase([["set_session_property", "c1", "IdleHint", true]], counting: false, seconds: 2)
+        try phase([["set_session_property", "c1", "IdleHint", false]], counting: true, seconds: 1.5)
+        try phase([["prepare_for_sleep", true]], counting: false, seconds: 2)
+        try phase([["prepare_for_sleep", false]], counting: true, seconds: 1.5)
+        try phase([["remove_session", "c1"]], counting: false, seconds: 2)
+        #expect(agent.stop() == 0, "\(agent.log)")
+        let (screen, _) = try report(runner, account.name)
+        #expect(abs(Double(screen) - counted) <= 1.0, "screen \(screen) s, counted \(counted) s\n\(agent.log)")
+        // Nothing was asked of logind: tracking only reads.
+        #expect(try bus.methodCalls("LockSession").isEmpty)
+        #expect(try bus.methodCalls("TerminateSession").isEmpty)
     }
 
     @Test func killNineLosesAtMostFiveSecondsAndNeverCountsTwice() throws {

@@ -18,7 +18,7 @@ public struct LinuxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// EINTR, throws for -1 with the errno it set, and passes other values through. `operation` is
     /// only evaluated on failure, so hot paths can describe the call without paying for the string.
     @discardableResult
-    public static func check<Result: BinaryInteger>(
+    public static func check<Result: SignedInteger>(
         _ operation: @autoclosure () -> String, _ body: () -> Result
     ) throws(LinuxError) -> Result {
         while true {

@@ -40,10 +40,11 @@ public struct TrackedProcess: Sendable, Equatable {
 ///   changed inodes are read; a changed inode with an unchanged start time is the same process whose
 ///   inode the kernel evicted and rebuilt. Before listing, `/proc/loadavg` is read: when neither the
 ///   task count nor the last PID handed out changed, no process started or was reaped, and the listing
-///   is skipped. Listing cannot show an `exec` in a known process, so a new process is parsed once
-///   more on the next `sample()` (it may have been caught between fork and exec), and
-///   `revalidationsPerSample` known processes are checked each time (their `stat`: start time and
-///   command name) in turn.
+///   is skipped. Listing cannot show an `exec` (or a uid change) in a known process, so a new process
+///   is parsed once more on the next `sample()` (it may have been caught between fork and exec, or
+///   in the middle of an exec, when the command line reads empty), and `revalidationsPerSample`
+///   known processes are checked each time (their `stat`: start time and command name, which an
+///   exec changes) in turn.
 /// - **Events** (`apply(_:)`): the process connector's fork, exec, uid and exit events name what to
 ///   parse or drop; no listing at all unless events were lost (`.overrun`).
 ///
