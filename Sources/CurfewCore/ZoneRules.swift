@@ -7,16 +7,20 @@ import Foundation
 /// two occurrences in a repeated hour. This type implements exactly that from the zone's offsets.
 public struct ZoneRules: Sendable {
     public let timeZone: TimeZone
+    /// The zone's name as given (Foundation calls `UTC` "GMT").
+    public let identifier: String
 
-    public init(_ timeZone: TimeZone) { self.timeZone = timeZone }
+    public init(_ timeZone: TimeZone) {
+        self.timeZone = timeZone
+        self.identifier = timeZone.identifier
+    }
 
     /// nil if `identifier` is not an IANA zone name known to this computer.
     public init?(identifier: String) {
         guard ZoneRules.isKnownZone(identifier), let zone = TimeZone(identifier: identifier) else { return nil }
         self.timeZone = zone
+        self.identifier = identifier
     }
-
-    public var identifier: String { timeZone.identifier }
 
     private static let knownZones = Set(TimeZone.knownTimeZoneIdentifiers)
 
