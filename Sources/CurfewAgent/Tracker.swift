@@ -23,7 +23,9 @@ public final class Tracker {
     /// File identity -> catalog app, learnt from literal catalog paths and from matched processes, so
     /// a renamed copy of a known binary is still that app.
     var knownIdentities: [String: String] = [:]
-    var appOfProcess: [Int32: (startTime: UInt64, app: String)] = [:]
+    /// The app of each process, as long as the process is the same one with the same facts (an exec
+    /// keeps the PID and start time but changes the executable: a launcher becomes the game).
+    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, app: String)] = [:]
     var pending: [UsageKey: Int64] = [:]
     var pendingEvents: [AgentEvent] = []
     var last: ClockReading
@@ -31,6 +33,9 @@ public final class Tracker {
     var observations: [String: UserObservation] = [:]
     var live: [String: AgentState.LiveUser] = [:]
     var logindWarned = false
+    /// Account lookups (NSS) are not free: kept for 30 s.
+    var accounts: [String: Accounts.Account?] = [:]
+    var accountsRead: Int64? = nil
     var lastFullScan: Int64 = 0
     let watchdog = SystemdNotify.watchdogInterval() != nil
 
@@ -172,12 +177,22 @@ public final class Tracker {
                     time: last.wall, kind: "logind-unavailable",
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
+        if accountsRead.map({ last.monotonic - $0 > 30_000 }) ?? true || Set(policies.keys) != Set(accounts.keys) {
+            accounts = [:]
+            for user in policies.keys { accounts.updateValue(Accounts.account(named: user), forKey: user) }
+            accountsRead = last.monotonic
+        }
+        let processes = sampler.cached
         var byUID: [UInt32: [TrackedProcess]] = [:]
-        for process in sampler.cached.values { byUID[process.uid, default: []].append(process) }
+        for process in processes.values { byUID[process.uid, default: []].append(process) }
+        // Forget the apps of processes that are gone (without connector events nothing else does).
+        if appOfProcess.count > processes.count * 2 + 64 {
+            appOfProcess = appOfProcess.filter { processes[$0.key]?.startTime == $0.value.startTime }
+        }
         var newObservations: [String: UserObservation] = [:]
         var newLive: [String: AgentState.LiveUser] = [:]
         for (user, policy) in policies {
-            guard let account = Accounts.account(named: user) else { continue }
+            guard let account = accounts[user] ?? nil else { continue }
             let processes = byUID[account.uid] ?? []
             var apps = Set<String>()
             for process in processes { apps.insert(app(of: process)) }
@@ -203,12 +218,14 @@ public final class Tracker {
     }
 
     func app(of process: TrackedProcess) -> String {
-        if let known = appOfProcess[process.pid], known.startTime == process.startTime { return known.app }
+        if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts {
+            return known.app
+        }
         let app = catalog.match(process.facts, knownIdentities: knownIdentities)
         if let identity = process.facts.fileIdentity, catalog.definition(named: app) != nil, knownIdentities[identity] == nil {
             knownIdentities[identity] = app
         }
-        appOfProcess[process.pid] = (process.startTime, app)
+        appOfProcess[process.pid] = (process.startTime, process.facts, app)
         return app
     }
 

@@ -245,6 +245,34 @@ import Testing
         #expect(sampler.apply([.fork(parent: 1, child: 99)]).map(\.pid) == [10, 11])
     }
 
+    @Test func resultStaysOrderedAndEqualToTheCacheThroughSmallAndLargeChanges() throws {
+        let root = ProcTestDirectory()
+        func fake(_ pid: Int32) -> FakeProcess {
+            FakeProcess(pid: pid, startTime: UInt64(pid), comm: "p\(pid)", commandLine: ["p\(pid)"])
+        }
+        for pid in stride(from: Int32(10), to: 60, by: 1) { try root.writeProcess(fake(pid)) }
+        let sampler = ProcessSampler(procRoot: root.path)
+        func check(_ result: [TrackedProcess], _ pids: [Int32], sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(result.map(\.pid) == pids, sourceLocation: sourceLocation)
+            #expect(result == sampler.cached.values.sorted { $0.pid < $1.pid }, sourceLocation: sourceLocation)
+        }
+        check(sampler.sample(), Array(Int32(10)..<60))
+        // A few edits: removed at the ends and in the middle, added in between and past the end.
+        for pid: Int32 in [10, 33, 59] { try root.removeProcess(pid) }
+        for pid: Int32 in [5, 70] { try root.writeProcess(fake(pid)) }
+        var expected: [Int32] = [5] + Array(11..<33) + Array(34..<59) + [70]
+        check(sampler.sample(), expected)
+        _ = sampler.refresh(pid: 33)  // gone: nothing changes
+        sampler.forget(pid: 20)
+        check(sampler.apply([]), expected.filter { $0 != 20 })
+        check(sampler.sample(), expected)
+        // Many at once (rebuilt rather than edited).
+        for pid in stride(from: Int32(100), to: 160, by: 1) { try root.writeProcess(fake(pid)) }
+        expected += Array(Int32(100)..<160)
+        check(sampler.apply((Int32(100)..<160).map { .fork(parent: 1, child: $0) }), expected)
+        check(sampler.apply((Int32(100)..<160).map { .exit(pid: $0) }), Array(expected.dropLast(60)))
+    }
+
     // MARK: File identity
 
     @Test func fileIdentityIsSha256OfSizeAndHeadAndTail() throws {

@@ -187,7 +187,7 @@ enum ConnectorLayout {
 
 /// The kernel's process connector: fork, exec, uid and exit events of every process on the machine
 /// (a `NETLINK_CONNECTOR` socket joined to `CN_IDX_PROC` after a `PROC_CN_MCAST_LISTEN` request).
-/// Needs CAP_NET_ADMIN in the initial user and PID namespaces.
+/// Works only in the initial user and PID namespaces; kernels before 6.6 also want CAP_NET_ADMIN.
 ///
 /// Sendable: `next` may block on one thread while `close` is called from another; `close` wakes it
 /// and the descriptors are closed only once no call uses them.
@@ -212,8 +212,9 @@ public final class ProcessConnector: Sendable {
 
     /// Opens the socket and subscribes, waiting (at most a second) for the kernel to confirm.
     /// Events from before the confirmation are dropped: scan `/proc` after this returns.
-    /// Throws if the connector is missing, the caller lacks CAP_NET_ADMIN (`EPERM`), or no
-    /// confirmation comes (`ETIMEDOUT`: the kernel ignores requests from other PID or user namespaces).
+    /// Throws if the connector is missing, the caller lacks CAP_NET_ADMIN on an older kernel
+    /// (`EPERM`), or no confirmation comes (`ETIMEDOUT`: the kernel ignores requests from other PID
+    /// or user namespaces, e.g. in a container).
     public static func open() throws(LinuxError) -> ProcessConnector {
         let socket = try LinuxError.check("socket NETLINK_CONNECTOR") {
             Glibc.socket(
@@ -312,33 +313,31 @@ public final class ProcessConnector: Sendable {
     ) throws(LinuxError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 8192, alignment: 16)
         defer { buffer.deallocate() }
-        do {
-            var sender = [UInt8](repeating: 0, count: ConnectorLayout.sockaddrSize)
-            for _ in 0..<256 {
-                var senderLength = socklen_t(sender.count)
-                let count = sender.withUnsafeMutableBytes { address in
-                    recvfrom(
-                        socket, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT),
-                        address.baseAddress!.assumingMemoryBound(to: sockaddr.self), &senderLength)
-                }
-                if count < 0 {
-                    let code = Glibc.errno
-                    if code == EINTR { continue }
-                    if code == EAGAIN || code == EWOULDBLOCK { return }
-                    if code == ENOBUFS {
-                        if events.last != .overrun { events.append(.overrun) }
-                        continue
+        var sender = [UInt8](repeating: 0, count: ConnectorLayout.sockaddrSize)
+        for _ in 0..<256 {
+            var senderLength = socklen_t(sender.count)
+            let count: Int
+            do {
+                count = try LinuxError.check("recvfrom NETLINK_CONNECTOR") {
+                    sender.withUnsafeMutableBytes { address in
+                        recvfrom(
+                            socket, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT),
+                            address.baseAddress!.assumingMemoryBound(to: sockaddr.self), &senderLength)
                     }
-                    throw LinuxError(operation: "recvfrom NETLINK_CONNECTOR", errno: code)
                 }
-                let fromKernel = sender.withUnsafeBytes {
-                    $0.loadUnaligned(fromByteOffset: ConnectorLayout.sockaddrPortOffset, as: UInt32.self) == 0
-                }
-                guard fromKernel else { continue }
-                ConnectorLayout.parse(
-                    UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, buffer.count)]), into: &events,
-                    acknowledgements: acknowledgements)
+            } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
+                return
+            } catch where error.errno == ENOBUFS {
+                if events.last != .overrun { events.append(.overrun) }
+                continue
             }
+            let fromKernel = sender.withUnsafeBytes {
+                $0.loadUnaligned(fromByteOffset: ConnectorLayout.sockaddrPortOffset, as: UInt32.self) == 0
+            }
+            guard fromKernel else { continue }
+            ConnectorLayout.parse(
+                UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, buffer.count)]), into: &events,
+                acknowledgements: acknowledgements)
         }
     }
 

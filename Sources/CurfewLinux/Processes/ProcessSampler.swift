@@ -80,8 +80,11 @@ public final class ProcessSampler {
     }
 
     private var entries: [Int32: Entry] = [:]
+    /// `cached` ordered by PID, kept up to date by small edits (a shift of the array, no reference
+    /// counting), or rebuilt after many changes at once.
     private var snapshot: [TrackedProcess] = []
     private var snapshotIsCurrent = true
+    private var snapshotEdits = 0
     private var generation: UInt32 = 0
     /// Processes first parsed by the last `sample()`, to parse again in the next.
     private var secondLooks: [Int32] = []
@@ -220,12 +223,37 @@ public final class ProcessSampler {
             for pid in cached.keys.sorted() { snapshot.append(cached[pid]!) }
             snapshotIsCurrent = true
         }
+        snapshotEdits = 0
         return snapshot
+    }
+
+    /// Puts `process` (or nothing) at `pid`'s place in the snapshot. Past 32 edits between two reads
+    /// of it, shifting the array each time costs more than sorting it once, so it is rebuilt instead.
+    private func editSnapshot(_ pid: Int32, _ process: TrackedProcess?) {
+        guard snapshotIsCurrent else { return }
+        snapshotEdits += 1
+        if snapshotEdits > 32 {
+            snapshotIsCurrent = false
+            return
+        }
+        var low = 0
+        var high = snapshot.count
+        while low < high {
+            let middle = (low + high) / 2
+            if snapshot[middle].pid < pid { low = middle + 1 } else { high = middle }
+        }
+        let found = low < snapshot.count && snapshot[low].pid == pid
+        switch (found, process) {
+        case (true, let process?): snapshot[low] = process
+        case (true, nil): snapshot.remove(at: low)
+        case (false, let process?): snapshot.insert(process, at: low)
+        case (false, nil): break
+        }
     }
 
     private func remove(_ pid: Int32) {
         entries.removeValue(forKey: pid)
-        if cached.removeValue(forKey: pid) != nil { snapshotIsCurrent = false }
+        if cached.removeValue(forKey: pid) != nil { editSnapshot(pid, nil) }
     }
 
     private func store(_ parsed: Parsed, for pid: Int32) {
@@ -234,10 +262,10 @@ public final class ProcessSampler {
             remove(pid)
         case .hidden(let entry):
             entries[pid] = entry
-            if cached.removeValue(forKey: pid) != nil { snapshotIsCurrent = false }
+            if cached.removeValue(forKey: pid) != nil { editSnapshot(pid, nil) }
         case .process(let entry, let process):
             entries[pid] = entry
-            if cached.updateValue(process, forKey: pid) != process { snapshotIsCurrent = false }
+            if cached.updateValue(process, forKey: pid) != process { editSnapshot(pid, process) }
         }
     }
 
@@ -259,7 +287,7 @@ public final class ProcessSampler {
                 store(parse(pid, secondLook: true), for: pid)
             } else if let known = cached[pid], known.parentPid != stat.parentPid {
                 cached[pid]!.parentPid = stat.parentPid
-                snapshotIsCurrent = false
+                editSnapshot(pid, cached[pid]!)
             }
         }
         revalidationCursor = (revalidationCursor + total) % pids.count

@@ -1,0 +1,197 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// Timing, statistics, child processes and paths shared by the benchmark sections.
+
+let clock = ContinuousClock()
+
+/// `Swift.print`, then flushed: progress shows at once when the output is a pipe (`make bench | tee`).
+func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+    Swift.print(items.map { "\($0)" }.joined(separator: separator), terminator: terminator)
+    fflush(nil)
+}
+
+func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+
+func format(_ value: Double) -> String { String(format: "%.2f", value) }
+
+/// Three decimals, for figures well under a millisecond.
+func format3(_ value: Double) -> String { String(format: "%.3f", value) }
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction + 0.5))]
+}
+
+/// CPU time of the calling thread in milliseconds (CLOCK_THREAD_CPUTIME_ID: user + system, ns resolution).
+func threadCPUMilliseconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return Double(time.tv_sec) * 1000 + Double(time.tv_nsec) / 1e6
+}
+
+/// Wall and CPU time of one call.
+struct Timing {
+    var wall: Double
+    var cpu: Double
+}
+
+func timed<Result>(_ body: () throws -> Result) rethrows -> (Result, Timing) {
+    let cpuStart = threadCPUMilliseconds()
+    let start = clock.now
+    let result = try body()
+    let wall = milliseconds(clock.now - start)
+    return (result, Timing(wall: wall, cpu: threadCPUMilliseconds() - cpuStart))
+}
+
+/// Median, p90 and max of wall and CPU times.
+struct Summary {
+    var count: Int
+    var wallMedian, wallP90, wallMax: Double
+    var cpuMedian, cpuP90, cpuMax: Double
+
+    init(_ timings: [Timing]) {
+        let walls = timings.map(\.wall)
+        let cpus = timings.map(\.cpu)
+        count = timings.count
+        wallMedian = percentile(walls, 0.5)
+        wallP90 = percentile(walls, 0.9)
+        wallMax = walls.max() ?? 0
+        cpuMedian = percentile(cpus, 0.5)
+        cpuP90 = percentile(cpus, 0.9)
+        cpuMax = cpus.max() ?? 0
+    }
+
+    var text: String {
+        "median \(format3(wallMedian)) ms wall, \(format3(cpuMedian)) ms CPU; p90 \(format3(wallP90)) ms wall, "
+            + "\(format3(cpuP90)) ms CPU; max \(format3(wallMax)) ms wall, \(format3(cpuMax)) ms CPU"
+    }
+}
+
+/// posix_spawn with an empty signal mask and default handlers for the signals the benchmark
+/// handles or a caller may have ignored, so a child can always be stopped with SIGTERM. Output goes
+/// to `output` (appended) or /dev/null; the caller reaps the child.
+func spawnChild(
+    _ path: String, _ arguments: [String], environment: [String: String], output: String? = nil
+) -> Result<pid_t, LaunchError> {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    let target = output ?? "/dev/null"
+    posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
+    defer {
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
+    }
+    var pid: pid_t = 0
+    let code = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+    guard code == 0 else { return .failure(LaunchError(path: path, errno: code)) }
+    return .success(pid)
+}
+
+struct LaunchError: Error, CustomStringConvertible {
+    var path: String
+    var errno: Int32
+    var description: String { "cannot start \(path): \(String(cString: strerror(errno)))" }
+}
+
+/// Waits for `pid` (EINTR retried); returns its exit status, 128 + signal if killed, -1 if not a child.
+@discardableResult
+func waitForExit(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        if errno != EINTR { return -1 }
+    }
+    return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+}
+
+/// The benchmark's environment with `overrides` set and `unset` removed.
+func childEnvironment(_ overrides: [String: String] = [:], unset: [String] = []) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment.merging(overrides) { $1 }
+    for key in unset { environment.removeValue(forKey: key) }
+    return environment
+}
+
+/// Runs a binary to completion (posix_spawn: Foundation's Process adds ~30 ms of its own), with the
+/// benchmark's environment plus `environment`; returns its exit status. Output goes to `output` or
+/// is discarded.
+func run(_ path: String, _ arguments: [String], environment: [String: String] = [:], output: String? = nil) -> Int32 {
+    run(path, arguments, fullEnvironment: childEnvironment(environment), output: output)
+}
+
+/// `run` with exactly `fullEnvironment`.
+func run(_ path: String, _ arguments: [String], fullEnvironment: [String: String], output: String? = nil) -> Int32 {
+    switch spawnChild(path, arguments, environment: fullEnvironment, output: output) {
+    case .success(let pid): return waitForExit(pid)
+    case .failure: return -1
+    }
+}
+
+/// Runs a binary and returns its standard output (and error) as text, with its exit status.
+func capture(_ path: String, _ arguments: [String], fullEnvironment: [String: String], in directory: String)
+    -> (status: Int32, output: String)
+{
+    let file = "\(directory)/capture-\(UUID().uuidString.prefix(8)).txt"
+    defer { unlink(file) }
+    let status = run(path, arguments, fullEnvironment: fullEnvironment, output: file)
+    let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+    return (status, text)
+}
+
+/// The directory of this executable, where `swift build` also puts `curfew` and `curfewd`.
+let binDirectory = URL(
+    fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+).deletingLastPathComponent().path
+
+/// The package root: from this source file's location when it still exists (a build on this
+/// machine), else the working directory (`make bench` runs there).
+let packageRoot: String = {
+    let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    if FileManager.default.fileExists(atPath: "\(fromSource)/Package.swift") { return fromSource }
+    return FileManager.default.currentDirectoryPath
+}()
+
+/// Reads a whole file, also one under /proc (which reports size 0); nil if it cannot be read.
+func readText(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count < 0 && errno == EINTR { continue }
+        guard count >= 0 else { return nil }
+        if count == 0 { break }
+        bytes += buffer[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// A number from a one-value file such as /proc/sys/kernel/pid_max.
+func readNumber(_ path: String) -> Int? {
+    readText(path).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+}

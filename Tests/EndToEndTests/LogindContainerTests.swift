@@ -1,0 +1,435 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The agent against a real systemd-logind: a minimal Debian root (Tests/Container/rootfs.sh, cached) booted
+/// with systemd as PID 1 under systemd-nspawn (Tests/Container/boot.sh), the agent built with the Swift
+/// standard library linked statically and started as a unit of the container's systemd on its real system
+/// bus, and a real PAM session of the account `kid` opened by pam_systemd.
+///
+/// Runs as root unless CURFEW_CONTAINER_TESTS=0. A machine that cannot boot the container (no
+/// systemd-nspawn, no overlayfs, no network for the first debootstrap, ...) fails the test with the reason:
+/// set CURFEW_CONTAINER_TESTS=0 to leave it out knowingly.
+@Suite(
+    .serialized,
+    .enabled(
+        if: getuid() == 0 && ProcessInfo.processInfo.environment["CURFEW_CONTAINER_TESTS"] != "0",
+        "needs root (debootstrap, systemd-nspawn); CURFEW_CONTAINER_TESTS=0 leaves it out"),
+    .timeLimit(.minutes(30)))
+struct LogindContainerTests {
+    static let stateDir = "/var/lib/curfew-test"
+    static let socket = "/run/curfew-test.sock"
+
+    @Test func screenTimeFollowsARealLogindSession() throws {
+        let work = try TemporaryDirectory("curfew-logind-container")
+        defer { work.remove() }
+        let binaries = try StaticBinaries.locate(work: work)
+        let root = try ContainerScript.rootFileSystem(work: work)
+        // What the container sees at /opt/curfew: the two binaries and the app catalog.
+        let stage = work.url.appendingPathComponent("opt-curfew")
+        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
+        for name in ["curfew", "curfewd"] {
+            try FileManager.default.copyItem(
+                at: binaries.appendingPathComponent(name), to: stage.appendingPathComponent(name))
+        }
+        try FileManager.default.copyItem(
+            at: CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps"), to: stage.appendingPathComponent("apps"))
+        chmod(stage.path, 0o755)
+
+        let container = try Container.boot(root: root, binaries: stage.path, work: work)
+        defer { container.stop() }
+        try container.scenario()
+    }
+}
+
+/// One booted container (a handle from boot.sh) and the scenario run in it.
+struct Container {
+    let handle: String
+    let work: TemporaryDirectory
+
+    static func boot(root: String, binaries: String, work: TemporaryDirectory) throws -> Container {
+        let started = Date()
+        let result = try ContainerScript.run(
+            ["boot.sh", "start", root, binaries, "\(getpid())"], work: work, timeout: 150)
+        guard result.status == 0, let handle = result.stdout.split(separator: "\n").last.map(String.init),
+            handle.hasPrefix("/")
+        else {
+            throw TestFailure("cannot boot the container (boot.sh start, \(result.status)):\n\(result.stderr)")
+        }
+        print("container booted in \(String(format: "%.1f", Date().timeIntervalSince(started))) s: \(handle)")
+        return Container(handle: handle, work: work)
+    }
+
+    func stop() {
+        let result = try? ContainerScript.run(["boot.sh", "stop", handle], work: work, timeout: 60)
+        #expect(result?.status == 0, "boot.sh stop: \(result.map { $0.stderr } ?? "did not run")")
+    }
+
+    /// Runs a command inside the container.
+    @discardableResult
+    func run(_ arguments: [String], timeout: Double = 60) throws -> ContainerScript.Result {
+        try ContainerScript.run(["boot.sh", "exec", handle] + arguments, work: work, timeout: timeout)
+    }
+
+    /// Runs a command inside the container and expects exit 0; its stdout.
+    @discardableResult
+    func ok(_ arguments: [String], timeout: Double = 60, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try run(arguments, timeout: timeout)
+        guard result.status == 0 else {
+            throw TestFailure("in the container, \(arguments.joined(separator: " ")): \(result)\n\(diagnostics())")
+        }
+        return result.stdout
+    }
+
+    /// `curfew` inside the container, on the test's state directory.
+    @discardableResult
+    func curfew(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        try ok(
+            ["env", "CURFEW_CATALOG_DIRS=/opt/curfew/apps", "TZ=UTC", "/opt/curfew/curfew"] + arguments
+                + ["--state-dir", LogindContainerTests.stateDir], sourceLocation: sourceLocation)
+    }
+
+    /// The agent's journal and the end of the container's, for failure messages.
+    func diagnostics() -> String {
+        let agent = (try? run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", "curfewd-test"]))?.stdout ?? ""
+        let system = (try? run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "40"]))?.stdout ?? ""
+        return "curfewd's journal:\n\(agent)\nthe container's journal:\n\(system)"
+    }
+
+    /// Today's figures from the running agent: screen seconds and whether it is counting now.
+    func status() throws -> (screen: Double, counting: Bool) {
+        let output = try ok(
+            ["/opt/curfew/curfew", "status", "kid", "--json", "--socket", LogindContainerTests.socket,
+             "--state-dir", LogindContainerTests.stateDir])
+        guard let json = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
+            let screen = json["screenSeconds"] as? NSNumber, let counting = json["counting"] as? Bool
+        else { throw TestFailure("not the agent's live status: \(output)") }
+        return (screen.doubleValue, counting)
+    }
+
+    /// logind's view of one session (`loginctl show-session`), property by property.
+    func session(_ id: String) throws -> [String: String] {
+        let output = try ok(
+            ["loginctl", "show-session", id, "-p", "Active", "-p", "Class", "-p", "Type", "-p", "State", "-p", "LockedHint",
+             "-p", "IdleHint", "-p", "Name"])
+        var properties: [String: String] = [:]
+        for line in output.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { properties[parts[0]] = parts[1] }
+        }
+        return properties
+    }
+
+    func setHint(_ hint: String, _ value: Bool, session path: String) throws {
+        try ok(["busctl", "call", "org.freedesktop.login1", path, "org.freedesktop.login1.Session", hint, "b", "\(value)"])
+    }
+
+    func scenario() throws {
+        // The binaries are self-contained: every shared library they need is in the container.
+        for binary in ["curfewd", "curfew"] {
+            let libraries = try ok(["ldd", "/opt/curfew/\(binary)"])
+            #expect(!libraries.contains("not found") && !libraries.contains("libswift"), "\(binary):\n\(libraries)")
+        }
+        try curfew(["init"])
+        try curfew(["user", "add", "kid"])
+        try curfew(["bedtime", "kid", "off"])
+        try curfew(["limit", "kid", "8h"])
+
+        // The agent as a unit of the container's systemd (Type=notify: systemd-run returns once it sent
+        // READY=1), on the system bus: no --logind-bus, it finds logind through sd_booted and /run/systemd/seats.
+        try ok([
+            "systemd-run", "--unit=curfewd-test", "--property=Type=notify", "--setenv=CURFEW_CATALOG_DIRS=/opt/curfew/apps",
+            "/opt/curfew/curfewd", "--state-dir", LogindContainerTests.stateDir, "--socket", LogindContainerTests.socket,
+            "--tick", "0.5",
+        ])
+        usleep(1_000_000)
+        let before = try status()
+        #expect(before.screen == 0 && !before.counting, "no session yet: \(before)")
+
+        // A real session of kid through PAM (pam_systemd registers it with logind). Type=exec: systemd-run
+        // returns once sleep was exec'd, which is after the PAM session was opened.
+        //
+        // Why wayland: the session has no seat (a container has no VTs and no seat devices), and logind
+        // calls every seatless session Active. pam_systemd would make a session without a TTY or display
+        // Type=unspecified, Class=background (which never counts: it is cron, not a person); and logind
+        // accepts SetIdleHint only for graphical sessions (for TTY sessions it derives idleness from the
+        // TTY's atime). XDG_SESSION_TYPE=wayland and XDG_SESSION_CLASS=user, which pam_systemd reads from
+        // the PAM environment as a display manager sets them, give what a desktop login gives: an Active
+        // user session whose LockedHint and IdleHint the session itself (or root) sets.
+        try ok([
+            "systemd-run", "--unit=kidsession", "--property=Type=exec", "--property=PAMName=login",
+            "--property=User=kid", "--setenv=XDG_SESSION_TYPE=wayland", "--setenv=XDG_SESSION_CLASS=user",
+            "--setenv=XDG_SESSION_DESKTOP=curfew-test", "/bin/sleep", "600",
+        ])
+        let start = Date()
+        let mainPID = try ok(["systemctl", "show", "--property=MainPID", "--value", "kidsession"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // `o "/org/freedesktop/login1/session/_31"`
+        let reply = try ok([
+            "busctl", "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+            "GetSessionByPID", "u", mainPID,
+        ])
+        guard let path = reply.split(separator: "\"").dropFirst().first.map(String.init) else {
+            throw TestFailure("GetSessionByPID \(mainPID): \(reply)")
+        }
+        let id = try ok(["busctl", "get-property", "org.freedesktop.login1", path, "org.freedesktop.login1.Session", "Id"])
+            .split(separator: "\"").dropFirst().first.map(String.init) ?? "?"
+        let properties = try session(id)
+        #expect(
+            properties["Active"] == "yes" && properties["Class"] == "user" && properties["Type"] == "wayland"
+                && properties["Name"] == "kid" && properties["LockedHint"] == "no" && properties["IdleHint"] == "no",
+            "session \(id): \(properties)")
+
+        // Each figure is checked against the truth measured here, within 1 s (tick 0.5 s, whole seconds):
+        // the time since the session started, less the periods after a lock or idle call returned and
+        // before the matching unlock or wake call returned.
+        var counted = 0.0
+        var countingSince: Date? = start
+        var figures: [String] = []
+        func truth() -> Double { counted + (countingSince.map { Date().timeIntervalSince($0) } ?? 0) }
+        func pause() {
+            if let since = countingSince { counted += Date().timeIntervalSince(since) }
+            countingSince = nil
+        }
+        func resume() { countingSince = Date() }
+        func check(_ label: String, counting: Bool, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let expected = truth()
+            let now = try status()
+            figures.append("\(label): \(Int(now.screen)) s (truth \(String(format: "%.2f", expected)) s, counting \(now.counting))")
+            #expect(
+                abs(now.screen - expected) <= 1.0, "\(label): screen \(now.screen) s, truth \(expected) s; \(figures)",
+                sourceLocation: sourceLocation)
+            #expect(now.counting == counting, "\(label): counting \(now.counting); \(figures)", sourceLocation: sourceLocation)
+        }
+
+        // (a) Active, unlocked, not idle: counts.
+        usleep(3_000_000)
+        try check("active 3 s", counting: true)
+        // (b) Locked: stops; unlocked: resumes.
+        try setHint("SetLockedHint", true, session: path)
+        pause()
+        #expect(try session(id)["LockedHint"] == "yes")
+        usleep(3_000_000)
+        try check("locked 3 s", counting: false)
+        try setHint("SetLockedHint", false, session: path)
+        resume()
+        usleep(2_500_000)
+        try check("unlocked 2.5 s", counting: true)
+        // (c) Idle: stops; active again: resumes.
+        try setHint("SetIdleHint", true, session: path)
+        pause()
+        #expect(try session(id)["IdleHint"] == "yes")
+        usleep(3_000_000)
+        try check("idle 3 s", counting: false)
+        try setHint("SetIdleHint", false, session: path)
+        resume()
+        usleep(2_500_000)
+        try check("no longer idle 2.5 s", counting: true)
+        // (d) The session ends: stops.
+        try ok(["loginctl", "terminate-session", id])
+        pause()
+        usleep(3_000_000)
+        let remaining = try ok(["loginctl", "list-sessions", "--no-legend"])
+        #expect(!remaining.contains(" kid "), "kid's session is gone: \(remaining)")
+        try check("session ended 3 s", counting: false)
+        let total = truth()
+
+        // SIGTERM: the agent flushes; the report reads what reached the database.
+        try ok(["systemctl", "stop", "curfewd-test"])
+        let report = try curfew(["report", "kid", "--format", "json"])
+        guard let json = try JSONSerialization.jsonObject(with: Data(report.utf8)) as? [String: Any],
+            let days = json["days"] as? [[String: Any]], let today = days.last,
+            let screen = (today["screenSeconds"] as? NSNumber)?.doubleValue
+        else { throw TestFailure("bad report: \(report)") }
+        figures.append("report: \(Int(screen)) s (truth \(String(format: "%.2f", total)) s)")
+        print("logind container figures: \(figures.joined(separator: "; "))")
+        #expect(abs(screen - total) <= 1.0, "report \(screen) s, truth \(total) s; \(figures)")
+        let events = try curfew(["events", "--json"])
+        #expect(events.contains("\"kind\": \"agent-started\"") && events.contains("\"kind\": \"agent-stopped\""), "\(events)")
+        #expect(!events.contains("logind-unavailable"), "the agent used logind: \(events)\n\(diagnostics())")
+    }
+}
+
+/// Runs the scripts in Tests/Container with posix_spawn and an empty signal mask (children of a Swift
+/// Testing process would otherwise inherit a blocked SIGTERM, and so would the container).
+enum ContainerScript {
+    struct Result: CustomStringConvertible {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+    }
+
+    static let directory = CurfewRunner.repositoryRoot.appendingPathComponent("Tests/Container")
+
+    /// `rootfs.sh`: the cached root's path (the first time, debootstrap builds it).
+    static func rootFileSystem(work: TemporaryDirectory) throws -> String {
+        let started = Date()
+        let result = try run(["rootfs.sh"], work: work, timeout: 1200)
+        guard result.status == 0, let root = result.stdout.split(separator: "\n").last.map(String.init), root.hasPrefix("/")
+        else { throw TestFailure("cannot make the container's root file system (rootfs.sh, \(result.status)):\n\(result.stderr)") }
+        print("container root \(root) ready in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        return root
+    }
+
+    /// Runs a script of Tests/Container (or, when `arguments[0]` is absolute, that program); stdout and
+    /// stderr go through files in `work`, so a child that keeps a descriptor open cannot hang us. Killed
+    /// (its whole process group) after `timeout` seconds.
+    static func run(_ arguments: [String], work: TemporaryDirectory, timeout: Double) throws -> Result {
+        let program = arguments[0].hasPrefix("/") ? arguments[0] : directory.appendingPathComponent(arguments[0]).path
+        let token = UUID().uuidString.prefix(8)
+        let out = work.url.appendingPathComponent("out-\(token)").path
+        let err = work.url.appendingPathComponent("err-\(token)").path
+        defer {
+            unlink(out)
+            unlink(err)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + (environment["PATH"] ?? "")
+        let argv = ([program] + arguments.dropFirst()).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
+        guard spawned == 0 else { throw TestFailure("posix_spawn \(program): \(String(cString: strerror(spawned)))") }
+        let deadline = Date().addingTimeInterval(timeout)
+        var status: Int32 = 0
+        var timedOut = false
+        while true {
+            let done = waitpid(pid, &status, WNOHANG)
+            if done == pid { break }
+            if done < 0 && errno != EINTR { break }
+            if !timedOut && Date() > deadline {
+                timedOut = true
+                kill(-pid, SIGKILL)
+            }
+            usleep(10_000)
+        }
+        let code: Int32 = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        var stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        if timedOut { stderr += "\n(killed after \(Int(timeout)) s)" }
+        return Result(status: code, stdout: stdout, stderr: stderr)
+    }
+}
+
+/// `curfewd` and `curfew` linked with the Swift standard library statically, so they run in a root without
+/// the toolchain: from $CURFEW_STATIC_BIN_DIR; else .build/release when both there are static and newer
+/// than every source (`make test` builds them there first); else built here, in a scratch directory of
+/// their own, because `swift test` holds the lock on .build while the tests run and a `swift build` on it
+/// would wait forever.
+enum StaticBinaries {
+    static let names = ["curfewd", "curfew"]
+
+    static func locate(work: TemporaryDirectory) throws -> URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let override = environment["CURFEW_STATIC_BIN_DIR"], !override.isEmpty {
+            let directory = URL(fileURLWithPath: override)
+            try requireStatic(directory, work: work)
+            return directory
+        }
+        let repository = CurfewRunner.repositoryRoot
+        let release = repository.appendingPathComponent(".build/release")
+        if isFresh(release), (try? requireStatic(release, work: work)) != nil { return release }
+        let scratch = repository.appendingPathComponent(".build/container-static")
+        let swift = try swiftExecutable()
+        for product in names {
+            let started = Date()
+            let result = try ContainerScript.run(
+                [swift, "build", "--package-path", repository.path, "--scratch-path", scratch.path, "-c", "release",
+                 "--static-swift-stdlib", "--product", product],
+                work: work, timeout: 1800)
+            guard result.status == 0 else { throw TestFailure("cannot build \(product) statically:\n\(result)") }
+            print("built \(product) (static Swift stdlib) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")
+        }
+        let built = scratch.appendingPathComponent("release")
+        try requireStatic(built, work: work)
+        return built
+    }
+
+    /// Both binaries exist and none of Sources/, Package.swift, Package.resolved is newer.
+    static func isFresh(_ directory: URL) -> Bool {
+        let binaries = names.map { modificationTime(directory.appendingPathComponent($0).path) }
+        guard let oldest = binaries.min(), oldest > 0 else { return false }
+        let repository = CurfewRunner.repositoryRoot
+        var newest = max(
+            modificationTime(repository.appendingPathComponent("Package.swift").path),
+            modificationTime(repository.appendingPathComponent("Package.resolved").path))
+        let sources = repository.appendingPathComponent("Sources").path
+        if let enumerator = FileManager.default.enumerator(atPath: sources) {
+            while let relative = enumerator.nextObject() as? String {
+                newest = max(newest, modificationTime("\(sources)/\(relative)"))
+            }
+        }
+        return oldest >= newest
+    }
+
+    static func modificationTime(_ path: String) -> Double {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return 0 }
+        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    }
+
+    /// ldd lists no library of the Swift runtime (libswiftCore, Foundation, libdispatch, BlocksRuntime).
+    static func requireStatic(_ directory: URL, work: TemporaryDirectory) throws {
+        for name in names {
+            let path = directory.appendingPathComponent(name).path
+            guard FileManager.default.isExecutableFile(atPath: path) else { throw TestFailure("no executable \(path)") }
+            let result = try ContainerScript.run(["/usr/bin/ldd", path], work: work, timeout: 30)
+            let swiftLibraries = result.stdout.split(separator: "\n").filter {
+                $0.contains("libswift") || $0.contains("Foundation") || $0.contains("libdispatch") || $0.contains("BlocksRuntime")
+            }
+            guard result.status == 0, swiftLibraries.isEmpty else {
+                throw TestFailure("\(path) is not linked with the Swift standard library statically:\n\(result.stdout)")
+            }
+        }
+    }
+
+    static func swiftExecutable() throws -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if let swift = environment["SWIFT"], swift.hasPrefix("/"), FileManager.default.isExecutableFile(atPath: swift) {
+            return swift
+        }
+        let candidates = (environment["PATH"] ?? "").split(separator: ":").map { "\($0)/swift" } + ["/opt/swift/usr/bin/swift"]
+        guard let swift = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw TestFailure("cannot find the swift executable to build the static binaries (set SWIFT or PATH)")
+        }
+        return swift
+    }
+}
+
+/// A directory under /tmp, removed by `remove()`.
+struct TemporaryDirectory {
+    let url: URL
+
+    init(_ prefix: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
