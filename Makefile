@@ -7,7 +7,7 @@ export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
 .PHONY: deps build release demo test bench clean
 
 # Debian packages the build and the tests need; apt runs only when one is missing.
-APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux
+APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux debootstrap systemd-container
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -43,9 +43,18 @@ test: deps
 	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):' .build-warnings.log; then \
 		echo "the build has warnings or errors in this project's code"; exit 1; fi; \
 	exit $$status
+	@# The real-logind test boots Debian in a container, which has no Swift runtime: the agent and the
+	@# CLI it runs there link the standard library statically (own scratch path: swift test locks .build).
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/container-static --product curfewd
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/container-static --product curfew
+	Tests/Container/rootfs.sh > /dev/null
 	$(SWIFT) test --skip-build --parallel --num-workers 2
 
+# The tracking benchmark also loads Timekpr-nExT's own scanner (downloaded with apt-get download).
+BENCH_APT_PACKAGES := python3-psutil python3-gi python3-dbus
 bench: release
+	@missing=$$(for p in $(BENCH_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; fi
 	$$($(SWIFT) build -c release --show-bin-path)/curfew-bench
 
 clean:

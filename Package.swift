@@ -69,7 +69,10 @@ let package = Package(
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"]),
         .executableTarget(
             name: "curfew-bench",
-            dependencies: ["CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent"]),
+            dependencies: [
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),

@@ -129,6 +129,7 @@ public final class Agent: Sendable {
         let tracker = Tracker(
             state: state, store: store, catalog: catalog, logger: logger,
             useProcessConnector: configuration.useProcessConnector)
+        tracker.start()
         _ = SystemdNotify.send("READY=1\nSTATUS=tracking \(state.policies.count) managed users")
         logger.info(
             "curfewd ready",

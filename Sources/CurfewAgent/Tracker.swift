@@ -77,14 +77,14 @@ public final class Tracker {
 
     /// Runs until the agent stops: applies process events as they come, ticks every `tick`.
     /// Lists /proc and makes the first observation.
-    func start() {
+    public func start() {
         _ = sampler.sample()
         lastFullScan = clock().monotonic
         observe()
     }
 
+    /// Call `start()` first.
     public func run(tickMilliseconds: Int64, until stop: StopFlag) {
-        start()
         while !stop.isSet {
             let due = last.monotonic + tickMilliseconds
             var now = clock().monotonic

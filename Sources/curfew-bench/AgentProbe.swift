@@ -17,11 +17,9 @@ struct AgentProbe {
         var residentByMapping: [(name: String, kib: Int)]
         /// CPU from start until the measured window began (startup and first listing), ms.
         var startupCPUMilliseconds: Double
-        /// utime + stime over the window, ms (clock-tick resolution: 10 ms).
+        /// utime + stime over the window, ms (clock-tick resolution: 10 ms; it includes threads that
+        /// ended during the window, which a sum over /proc/PID/task would miss).
         var windowCPUMilliseconds: Double
-        /// The same from the threads' sum_exec_runtime (/proc/PID/task/*/sched), ns resolution; nil
-        /// without CONFIG_SCHED_DEBUG.
-        var preciseWindowCPUMilliseconds: Double?
         var windowSeconds: Double
         var threads: Int
         /// PIDs the kernel handed out machine-wide during the window (processes and threads started
@@ -31,16 +29,17 @@ struct AgentProbe {
         var logProblems: [String]
 
         var cpuShare: Double { windowCPUMilliseconds / (windowSeconds * 1000) }
-        var preciseCPUShare: Double? { preciseWindowCPUMilliseconds.map { $0 / (windowSeconds * 1000) } }
     }
 
     let account: BenchAccount
     let directory: String
+    let guardian: Guardian?
 
     /// `curfew init`, `curfew user add <account>`, then `curfewd --logind-bus none --socket ...`
     /// (plus `extraArguments`); waits until it is ready, lets it settle for `warmUp` seconds, measures
-    /// for `seconds`, then stops it with SIGTERM.
-    func run(seconds: Double, warmUp: Double = 2, extraArguments: [String] = []) throws -> Figures {
+    /// for `seconds`, then stops it with SIGTERM. With `churnPerSecond`, that many short processes of
+    /// the account (`/bin/true`) start and end each second of the window, as on a busy desktop.
+    func run(seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0) throws -> Figures {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
         guard access(curfewd, X_OK) == 0 else {
@@ -67,12 +66,14 @@ struct AgentProbe {
 
         let pid: pid_t
         switch spawnChild(
-            curfewd, ["--logind-bus", "none", "--socket", socket] + extraArguments, environment: environment, output: log)
+            curfewd, ["--logind-bus", "none", "--socket", socket] + extraArguments, environment: environment, output: log,
+            processGroup: 0)
         {
         case .success(let started): pid = started
         case .failure(let error): throw error
         }
         children.add(pid, stopSignal: SIGTERM)
+        guardian?.watch(group: pid)
         var stopped = false
         defer {
             if !stopped {
@@ -97,12 +98,14 @@ struct AgentProbe {
 
         let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
         guard let startTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
-        let startPrecise = Self.preciseCPUMilliseconds(pid)
         let startPid = Self.lastPid()
         let start = clock.now
-        usleep(UInt32(seconds * 1_000_000))
+        if churnPerSecond > 0 {
+            churn(perSecond: churnPerSecond, until: start + .milliseconds(Int(seconds * 1000)))
+        } else {
+            usleep(UInt32(seconds * 1_000_000))
+        }
         guard let endTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
-        let endPrecise = Self.preciseCPUMilliseconds(pid)
         let endPid = Self.lastPid()
         let window = milliseconds(clock.now - start) / 1000
         let status = Self.status(pid)
@@ -121,12 +124,35 @@ struct AgentProbe {
             peakRSSKiB: status["VmHWM"] ?? 0, residentByMapping: mappings,
             startupCPUMilliseconds: Double(startTicks) * 1000 / ticksPerSecond,
             windowCPUMilliseconds: Double(endTicks - startTicks) * 1000 / ticksPerSecond,
-            preciseWindowCPUMilliseconds: startPrecise.flatMap { begin in endPrecise.map { $0 - begin } },
             windowSeconds: window, threads: status["Threads"] ?? 0,
             tasksStarted: startPid.flatMap { begin in
                 endPid.map { end in end >= begin ? end - begin : end + (readNumber("/proc/sys/kernel/pid_max") ?? 0) - begin }
             },
             exitStatus: exitStatus, logProblems: problems)
+    }
+
+    /// Starts `/bin/true` as the account `perSecond` times a second until `deadline`, reaping each.
+    private func churn(perSecond: Int, until deadline: ContinuousClock.Instant) {
+        let interval = Duration.nanoseconds(1_000_000_000 / perSecond)
+        var next = clock.now
+        let environment = ["PATH": "/usr/bin:/bin"]
+        let setpriv = "/usr/bin/setpriv"
+        while next < deadline {
+            let started =
+                account.switchesUser
+                ? spawnChild(
+                    setpriv, ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", "/bin/true"],
+                    environment: environment)
+                : spawnChild("/bin/true", [], environment: environment)
+            if case .success(let pid) = started {
+                children.add(pid)
+                waitForExit(pid)
+                children.remove(pid)
+            }
+            next += interval
+            let now = clock.now
+            if next > now { usleep(UInt32(milliseconds(next - now) * 1000)) }
+        }
     }
 
     private func tail(_ text: String) -> String {
@@ -145,20 +171,6 @@ struct AgentProbe {
         // fields[0] is field 3 (state): field N is fields[N - 3].
         guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
         return user + system
-    }
-
-    /// The sum of `se.sum_exec_runtime` (ms) over the process's threads.
-    static func preciseCPUMilliseconds(_ pid: pid_t) -> Double? {
-        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
-        var total = 0.0
-        for thread in threads {
-            guard let text = readText("/proc/\(pid)/task/\(thread)/sched"),
-                let line = text.split(separator: "\n").first(where: { $0.hasPrefix("se.sum_exec_runtime") }),
-                let value = line.split(separator: ":").last.flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) })
-            else { return nil }
-            total += value
-        }
-        return total
     }
 
     /// Sums the `Rss:` of /proc/PID/smaps by the file each mapping is of (its last path component;

@@ -9,7 +9,7 @@ import Synchronization
 
 /// Every process the benchmark started and has not reaped yet, so that they are all stopped and
 /// reaped by PID however the benchmark ends: normally, on an error, or on SIGINT/SIGTERM/SIGHUP.
-/// Sleepers also end by themselves after `Sleepers.lifetime` in case the benchmark is SIGKILLed.
+/// A crash or SIGKILL is left to `Guardian`, and sleepers end by themselves after `Sleepers.lifetime`.
 final class ChildRegistry: Sendable {
     private struct State {
         var children: [pid_t: Int32] = [:]  // pid -> the signal that stops it
@@ -71,6 +71,60 @@ final class ChildRegistry: Sendable {
 }
 
 let children = ChildRegistry()
+
+/// The last line of defence when the benchmark dies without cleaning up (a crash, SIGKILL): a small
+/// shell, in a process group of its own, reads process group ids from a pipe whose only writer is
+/// the benchmark. When the benchmark exits the pipe closes; unless it said `done` first, the shell
+/// kills every group it was told about (`kill -9 -GROUP`: the form dash accepts). Sleepers and
+/// agents are started in such groups.
+final class Guardian {
+    private let writer: Int32
+    let pid: pid_t
+
+    private static let script = """
+        groups=""
+        while read -r word group; do
+          case "$word" in
+            group) groups="$groups $group" ;;
+            done) exit 0 ;;
+          esac
+        done
+        for group in $groups; do kill -9 "-$group" 2>/dev/null; done
+        """
+
+    /// nil if it cannot be started (the benchmark then relies on its own cleanup alone).
+    init?() {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { return nil }
+        // Neither end may leak into other children: a sleeper holding the writer would keep the
+        // pipe open after the benchmark died.
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let started = spawnChild(
+            "/bin/sh", ["-c", Self.script], environment: ["PATH": "/usr/bin:/bin"], processGroup: 0, input: ends[0])
+        close(ends[0])
+        guard case .success(let pid) = started else {
+            close(ends[1])
+            return nil
+        }
+        self.pid = pid
+        writer = ends[1]
+    }
+
+    /// Kill the process group `group` if the benchmark dies.
+    func watch(group: pid_t) { say("group \(group)") }
+
+    /// Normal end: the guardian exits without killing anything.
+    func dismiss() {
+        say("done")
+        close(writer)
+        waitForExit(pid)
+    }
+
+    private func say(_ line: String) {
+        let bytes = Array("\(line)\n".utf8)
+        _ = bytes.withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
+    }
+}
 
 /// The account whose processes the tracking section spawns and whose policy the agent enforces.
 struct BenchAccount {
@@ -193,14 +247,21 @@ enum ProcessLimits {
 final class Sleepers {
     /// How long each sleeps: longer than the benchmark, short enough to go away by themselves if
     /// the benchmark is killed with SIGKILL.
-    static let lifetime = 900
+    static let lifetime = 600
 
     let account: BenchAccount
     private(set) var pids: [pid_t] = []
+    /// All sleepers share one process group, led by the first (joining works as long as any member
+    /// lives), which the guardian kills if the benchmark dies.
+    private var group: pid_t? = nil
+    private let guardian: Guardian?
     private let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].first { (path: String) in access(path, X_OK) == 0 }
     private let environment = ["PATH": "/usr/bin:/bin", "LANG": "C"]
 
-    init(account: BenchAccount) { self.account = account }
+    init(account: BenchAccount, guardian: Guardian?) {
+        self.account = account
+        self.guardian = guardian
+    }
 
     var count: Int { pids.count }
 
@@ -213,6 +274,10 @@ final class Sleepers {
             case .success(let pid):
                 children.add(pid)
                 started.append(pid)
+                if group == nil {
+                    group = pid
+                    guardian?.watch(group: pid)
+                }
             case .failure(let error):
                 failure = error
             }
@@ -252,13 +317,14 @@ final class Sleepers {
 
     private func start() -> Result<pid_t, LaunchError> {
         let sleep = ["/bin/sleep", "\(Self.lifetime)"]
+        let processGroup = group ?? 0
         guard account.switchesUser else {
-            return spawnChild(sleep[0], Array(sleep.dropFirst()), environment: environment)
+            return spawnChild(sleep[0], Array(sleep.dropFirst()), environment: environment, processGroup: processGroup)
         }
         guard let setpriv else { return .failure(LaunchError(path: "setpriv (util-linux)", errno: ENOENT)) }
         return spawnChild(
             setpriv, ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--"] + sleep,
-            environment: environment)
+            environment: environment, processGroup: processGroup)
     }
 
     /// Stops and reaps the most recently started one.
@@ -276,5 +342,6 @@ final class Sleepers {
             children.remove(pid)
         }
         pids.removeAll()
+        group = nil
     }
 }

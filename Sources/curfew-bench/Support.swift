@@ -76,13 +76,21 @@ struct Summary {
 /// posix_spawn with an empty signal mask and default handlers for the signals the benchmark
 /// handles or a caller may have ignored, so a child can always be stopped with SIGTERM. Output goes
 /// to `output` (appended) or /dev/null; the caller reaps the child.
+///
+/// `processGroup`: nil to stay in ours, 0 for a new group led by the child, else the group to join.
+/// `input`: a descriptor to become the child's standard input instead of /dev/null.
 func spawnChild(
-    _ path: String, _ arguments: [String], environment: [String: String], output: String? = nil
+    _ path: String, _ arguments: [String], environment: [String: String], output: String? = nil,
+    processGroup: pid_t? = nil, input: Int32? = nil
 ) -> Result<pid_t, LaunchError> {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    if let input {
+        posix_spawn_file_actions_adddup2(&actions, input, 0)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    }
     let target = output ?? "/dev/null"
     posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
@@ -97,7 +105,12 @@ func spawnChild(
     for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE] { sigaddset(&defaults, signal) }
     posix_spawnattr_setsigmask(&attributes, &empty)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    if let processGroup {
+        posix_spawnattr_setpgroup(&attributes, processGroup)
+        flags |= POSIX_SPAWN_SETPGROUP
+    }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
 
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
     let envp = environment.map { strdup("\($0)=\($1)") } + [nil]

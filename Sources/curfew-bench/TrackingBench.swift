@@ -15,6 +15,9 @@ struct TrackingOptions {
     var agentSeconds = 20.0
     /// Also run the agent polling /proc every tick (`--no-process-connector`); 0 to skip.
     var agentPollingSeconds = 10.0
+    /// Also run the agent while short processes start and end (`agentChurnPerSecond` a second); 0 to skip.
+    var agentChurnSeconds = 10.0
+    var agentChurnPerSecond = 20
     /// The agent with no spawned processes, before the others; 0 to skip.
     var agentBaselineSeconds = 5.0
     /// Fresh samplers whose first two samples are timed; the median is printed.
@@ -38,6 +41,7 @@ struct TrackingOptions {
             options.agentSeconds = seconds
             if seconds == 0 {
                 options.agentPollingSeconds = 0
+                options.agentChurnSeconds = 0
                 options.agentBaselineSeconds = 0
             }
         }
@@ -82,11 +86,15 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
         }
     }
 
+    let guardian = Guardian()
+    defer { guardian?.dismiss() }
+    if guardian == nil { print("note: no guardian process; a crash would leave the spawned processes behind") }
+
     var baselineAgent: AgentProbe.Figures? = nil
     if options.agentBaselineSeconds > 0 {
         print("curfewd with no spawned processes: \(format(options.agentBaselineSeconds)) s...")
         do {
-            let figures = try AgentProbe(account: account, directory: "\(root)/agent-baseline").run(
+            let figures = try AgentProbe(account: account, directory: "\(root)/agent-baseline", guardian: guardian).run(
                 seconds: options.agentBaselineSeconds)
             printAgent(figures, label: "curfewd with no spawned processes", mode: "process connector")
             baselineAgent = figures
@@ -95,11 +103,12 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
         }
     }
 
-    let sleepers = Sleepers(account: account)
+    let sleepers = Sleepers(account: account, guardian: guardian)
     defer { sleepers.stopAll() }
     var results: [Int: SamplerFigures] = [:]
     var agent: AgentProbe.Figures? = nil
     var pollingAgent: AgentProbe.Figures? = nil
+    var churnAgent: AgentProbe.Figures? = nil
 
     for size in options.sizes.sorted() {
         let start = clock.now
@@ -116,7 +125,8 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
         do {
             let tracker = try TrackerProbe.measure(account: account, directory: "\(root)/tracker-\(size)", ticks: options.ticks)
             print(
-                "tracker tick at \(size) processes (Tracker.tick in this process, polling, \(account.name) managed): "
+                "tracker tick at \(size) processes (Tracker.tick in this process, polling: the listing is skipped unless "
+                    + "something started; \(account.name) managed): "
                     + "\(tracker.ticks.text); first \(format(tracker.first.wall)) ms wall")
         } catch {
             print("tracker at \(size) processes failed: \(error)")
@@ -134,15 +144,26 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
         if size == options.agentSize && options.agentSeconds > 0 {
             print("curfewd at \(size) processes (\(account.name) managed, --logind-bus none): \(format(options.agentSeconds)) s with the process connector (default)...")
             do {
-                let figures = try AgentProbe(account: account, directory: "\(root)/agent").run(seconds: options.agentSeconds)
+                let figures = try AgentProbe(account: account, directory: "\(root)/agent", guardian: guardian).run(seconds: options.agentSeconds)
                 printAgent(figures, label: "curfewd at \(size) processes", mode: "process connector")
                 agent = figures
             } catch {
                 print("curfewd at \(size) processes failed: \(error)")
             }
+            if options.agentChurnSeconds > 0 {
+                let rate = options.agentChurnPerSecond
+                do {
+                    let figures = try AgentProbe(account: account, directory: "\(root)/agent-churn", guardian: guardian).run(
+                        seconds: options.agentChurnSeconds, churnPerSecond: rate)
+                    printAgent(figures, label: "curfewd at \(size) processes", mode: "process connector, \(rate) short processes a second")
+                    churnAgent = figures
+                } catch {
+                    print("curfewd with \(rate) short processes a second failed: \(error)")
+                }
+            }
             if options.agentPollingSeconds > 0 {
                 do {
-                    let figures = try AgentProbe(account: account, directory: "\(root)/agent-polling").run(
+                    let figures = try AgentProbe(account: account, directory: "\(root)/agent-polling", guardian: guardian).run(
                         seconds: options.agentPollingSeconds, extraArguments: ["--no-process-connector"])
                     printAgent(figures, label: "curfewd at \(size) processes", mode: "--no-process-connector, /proc listed every tick")
                     pollingAgent = figures
@@ -161,15 +182,26 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
     print("")
     if let figures = results[options.agentSize] {
         let tick = figures.listing.wallMedian
-        print("target: sampler tick at \(options.agentSize) processes (listing /proc) median \(format3(tick)) ms wall < 1 ms: \(tick < 1 ? "met" : "NOT met")")
+        print(
+            "target: sampler tick at \(options.agentSize) processes (listing /proc) median \(format3(tick)) ms wall, "
+                + "\(format3(figures.listing.cpuMedian)) ms CPU < 1 ms: \(tick < 1 ? "met" : "NOT met")")
+        print(
+            "  (the kernel's readdir of /proc alone: \(format3(figures.bareListing.wallMedian)) ms; the tick when nothing "
+                + "started or exited: \(format3(figures.quiet.wallMedian)) ms)")
     } else {
         print("target: sampler tick at \(options.agentSize) processes: not measured")
     }
     if let agent {
         let share = agent.cpuShare * 100
         let megabytes = Double(agent.rssKiB) / 1024
-        print("target: curfewd CPU at \(options.agentSize) processes \(format3(share))% of one core < 0.5%: \(share < 0.5 ? "met" : "NOT met")")
+        let outside = agent.tasksStarted.map { " (\($0) PIDs handed out machine-wide meanwhile)" } ?? ""
+        print(
+            "target: curfewd CPU at \(options.agentSize) processes \(format3(share))% of one core < 0.5%: "
+                + "\(share < 0.5 ? "met" : "NOT met")\(outside)")
         print("target: curfewd RSS at \(options.agentSize) processes \(format(megabytes)) MiB < 20 MB: \(Double(agent.rssKiB) * 1024 < 20e6 ? "met" : "NOT met")")
+        if let churnAgent {
+            print("  (with \(options.agentChurnPerSecond) short processes a second: \(format3(churnAgent.cpuShare * 100))% of one core)")
+        }
         if let pollingAgent {
             print("  (polling every tick: \(format3(pollingAgent.cpuShare * 100))% of one core, RSS \(format(Double(pollingAgent.rssKiB) / 1024)) MiB)")
         }
@@ -254,13 +286,15 @@ func countProcDirectories() -> Int {
 }
 
 func printSampler(_ figures: SamplerFigures, size: Int) {
-    let perProcess = figures.first.wall * 1000 / Double(max(1, figures.listed))
+    let perProcess = figures.first.cpu * 1000 / Double(max(1, figures.listed))
     print(
         "sampler first sample (cold, parses all \(figures.listed) processes, \(figures.ofAccount) of them spawned; median of \(figures.coldSamples)): "
-            + "\(format(figures.first.wall)) ms wall, \(format(figures.first.cpu)) ms CPU (\(format(perProcess)) us per process)")
+            + "\(format(figures.first.wall)) ms wall, \(format(figures.first.cpu)) ms CPU (\(format(perProcess)) us CPU per process, "
+            + "with a SHA-256 of each distinct executable)")
+    let reparse = figures.second.cpu * 1000 / Double(max(1, figures.listed))
     print(
-        "sampler second sample (parses again every process first seen in the first): "
-            + "\(format(figures.second.wall)) ms wall, \(format(figures.second.cpu)) ms CPU")
+        "sampler second sample (parses again every process first seen in the first, executables already hashed): "
+            + "\(format(figures.second.wall)) ms wall, \(format(figures.second.cpu)) ms CPU (\(format(reparse)) us CPU per process)")
     print(
         "sampler tick at \(size) processes: median \(format3(figures.listing.wallMedian)) ms wall, "
             + "\(format3(figures.listing.cpuMedian)) ms CPU (target < 1 ms); p90 \(format3(figures.listing.wallP90)) ms, "
@@ -281,16 +315,15 @@ func printTimekpr(_ scan: TimekprProbe.Figures, curfew: SamplerFigures, size: In
     let steadyCPU = scan.medianCPU / curfew.listing.cpuMedian
     let cold = scan.coldWall / curfew.first.wall
     let coldCPU = scan.coldCPU / curfew.first.cpu
+    let quiet = scan.medianWall / curfew.quiet.wallMedian
     print(
         "ratio Timekpr/Curfew at \(size) processes: steady tick \(format(steady))x wall, \(format(steadyCPU))x CPU "
-            + "(both list /proc); first scan \(format(cold))x wall, \(format(coldCPU))x CPU")
+            + "(both list /proc; \(format(quiet))x against Curfew's tick when nothing started); "
+            + "first scan \(format(cold))x wall, \(format(coldCPU))x CPU")
 }
 
 func printAgent(_ figures: AgentProbe.Figures, label: String, mode: String) {
     var cpu = "\(format3(figures.cpuShare * 100))% of one core (utime+stime \(format(figures.windowCPUMilliseconds)) ms in \(format(figures.windowSeconds)) s, 10 ms resolution"
-    if let precise = figures.preciseCPUShare, let milliseconds = figures.preciseWindowCPUMilliseconds {
-        cpu += "; threads' sum_exec_runtime \(format(milliseconds)) ms = \(format3(precise * 100))%"
-    }
     cpu += ")"
     if let started = figures.tasksStarted { cpu += "; \(started) PIDs handed out machine-wide meanwhile" }
     print("\(label) [\(mode)]: CPU \(cpu)")

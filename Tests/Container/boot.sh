@@ -54,9 +54,20 @@ inner() {
         --setenv=SYSTEMD_COLORS=0
 }
 
+# Descriptors the caller leaked to us (a test runner's pipes, say) must not live on in the supervisor,
+# nspawn or the container: a reader waiting for their end of file would wait for the container.
+close_inherited_fds() {
+    local fd
+    for fd in "/proc/$$/fd"/*; do
+        fd=${fd##*/}
+        if [ "$fd" -gt 2 ] 2> /dev/null; then eval "exec $fd>&-" 2> /dev/null || true; fi
+    done
+}
+
 supervise() {
     local handle=$1 root=$2 bindir=$3 owner=$4
     trap '' HUP INT PIPE
+    close_inherited_fds
     echo $$ > "$handle/supervisor.pid"
     unshare --mount --propagation private -- "$SELF" _inner "$handle" "$root" "$bindir" \
         < /dev/null >> "$handle/console.log" 2>&1 &
@@ -95,6 +106,8 @@ supervise() {
     wait "$nspawn" || status=$?
     echo "supervisor: nspawn exit status $status" >> "$handle/console.log"
     echo "$status" > "$handle/stopped"
+    # Nobody is left to call stop.
+    case "$reason" in owner*) rm -rf --one-file-system "$handle" ;; esac
 }
 
 start() {
@@ -128,7 +141,8 @@ start() {
         sleep 0.1
     done
     # systemctl fails until systemd has opened its private socket; then --wait blocks until boot ends.
-    until state=$(run_inside "$handle" timeout $((deadline - SECONDS + 1)) systemctl is-system-running --wait 2>&1); do
+    until state=$(run_inside "$handle" timeout $((deadline > SECONDS ? deadline - SECONDS : 1)) \
+        systemctl is-system-running --wait 2>&1); do
         case "$state" in running | degraded) break ;; esac
         [ -e "$handle/stopped" ] && fail "the container stopped while booting"
         [ $SECONDS -lt $deadline ] || fail "systemd did not finish booting in ${BOOT_TIMEOUT} s (state: $state)"
