@@ -1,3 +1,4 @@
+import CurfewLinux
 import Foundation
 
 #if canImport(Glibc)
@@ -83,45 +84,13 @@ func spawnChild(
     _ path: String, _ arguments: [String], environment: [String: String], output: String? = nil,
     processGroup: pid_t? = nil, input: Int32? = nil
 ) -> Result<pid_t, LaunchError> {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    if let input {
-        posix_spawn_file_actions_adddup2(&actions, input, 0)
-    } else {
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    do {
+        let options = SpawnOptions(
+            environment: environment, output: output ?? "/dev/null", input: input, processGroup: processGroup)
+        return .success(try spawnProcess(path, arguments, options: options))
+    } catch {
+        return .failure(LaunchError(path: path, errno: error.errno))
     }
-    let target = output ?? "/dev/null"
-    posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-    posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE] { sigaddset(&defaults, signal) }
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-    if let processGroup {
-        posix_spawnattr_setpgroup(&attributes, processGroup)
-        flags |= POSIX_SPAWN_SETPGROUP
-    }
-    posix_spawnattr_setflags(&attributes, Int16(flags))
-
-    let argv = ([path] + arguments).map { strdup($0) } + [nil]
-    let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let code = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-    guard code == 0 else { return .failure(LaunchError(path: path, errno: code)) }
-    return .success(pid)
 }
 
 struct LaunchError: Error, CustomStringConvertible {

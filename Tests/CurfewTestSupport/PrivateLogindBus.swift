@@ -152,46 +152,19 @@ public final class ChildProcess {
         _ executable: String, _ arguments: [String], output: String, errors: String? = nil,
         environment: [String: String] = [:], passing descriptors: [(from: Int32, to: Int32)] = []
     ) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        if let errors {
-            posix_spawn_file_actions_addopen(&actions, 2, errors, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        } else {
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        for descriptor in descriptors { posix_spawn_file_actions_adddup2(&actions, descriptor.from, descriptor.to) }
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2] {
-            sigaddset(&defaults, signal)
-        }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         // A fixed environment: nothing of the developer's (DBUS_*, PYTHONPATH) leaks in, and environ is not
         // read while SystemdTests changes it on another thread.
         var environmentEntries = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"]
         for (key, value) in environment { environmentEntries[key] = value }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environmentEntries.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
+        do {
+            pid = try spawnProcess(
+                executable, arguments,
+                options: SpawnOptions(
+                    environment: environmentEntries, output: output, errors: errors, truncate: true,
+                    passing: descriptors.map { SpawnOptions.Passing(from: $0.from, to: $0.to) }))
+        } catch {
+            throw TestSetupError(description: "posix_spawn \(executable): \(error)")
         }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard result == 0 else { throw TestSetupError(description: "posix_spawn \(executable): \(result)") }
-        self.pid = pid
     }
 
     deinit { killAndReap() }

@@ -91,35 +91,9 @@ func waitForExit(_ pid: Int32) -> Int32 {
     return 128 + (status & 0x7f)
 }
 
-/// posix_spawn with a clean signal mask, output to `log`.
+/// Started with a clean signal mask (CurfewLinux's spawnProcess), output appended to `log`.
 func spawnLogged(_ path: String, _ arguments: [String], environment: [String: String], log: String) throws -> Int32 {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-    posix_spawn_file_actions_adddup2(&actions, 1, 2)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, signal) }
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    let argv = ([path] + arguments).map { strdup($0) } + [nil]
-    let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-    guard result == 0 else { throw TestFailure("posix_spawn \(path): \(String(cString: strerror(result)))") }
-    return pid
+    try spawnProcess(path, arguments, options: SpawnOptions(environment: environment, output: log))
 }
 
 /// The agent end to end: real processes of a real unprivileged user, counted and stored.

@@ -1,3 +1,4 @@
+import CurfewLinux
 import Foundation
 import Testing
 
@@ -312,35 +313,17 @@ enum ContainerScript {
             unlink(out)
             unlink(err)
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
         var environment = ProcessInfo.processInfo.environment
         environment["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + (environment["PATH"] ?? "")
-        let argv = ([program] + arguments.dropFirst()).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let pid: Int32
+        do {
+            // A group of its own, so a timeout kills everything the script started.
+            pid = try spawnProcess(
+                program, Array(arguments.dropFirst()),
+                options: SpawnOptions(environment: environment, output: out, errors: err, truncate: true, processGroup: 0))
+        } catch {
+            throw TestFailure("posix_spawn \(program): \(error)")
         }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
-        guard spawned == 0 else { throw TestFailure("posix_spawn \(program): \(String(cString: strerror(spawned)))") }
         let deadline = Date().addingTimeInterval(timeout)
         var status: Int32 = 0
         var timedOut = false

@@ -1,7 +1,8 @@
 import Glibc
 
-/// Starts `path` with `arguments` (argv[0] is `path`) and the caller's environment; returns its PID.
-/// The caller must `reap` it.
+/// Starts `path` with `arguments` (argv[0] is `path`); returns its PID. The caller must `reap` it.
+/// `options` give its environment (default: the caller's), standard streams (default: standard input
+/// from /dev/null, output and errors the caller's) and process group.
 ///
 /// The child starts with an empty signal mask and default handlers for SIGTERM, SIGINT, SIGHUP,
 /// SIGQUIT and SIGPIPE, whatever the caller blocked or ignored (a Swift Testing process blocks
@@ -12,10 +13,10 @@ import Glibc
 /// program's own; this call waits (up to 2 s) until that exec has happened. Without `gid`, the
 /// user's primary group from the password database is used (or the uid's number if none).
 /// Needs root for another uid.
-public func spawnProcess(_ path: String, _ arguments: [String], uid: UInt32? = nil, gid: UInt32? = nil)
-    throws(LinuxError) -> Int32
-{
-    guard uid != nil || gid != nil else { return try posixSpawn(path, [path] + arguments) }
+public func spawnProcess(
+    _ path: String, _ arguments: [String], uid: UInt32? = nil, gid: UInt32? = nil, options: SpawnOptions = SpawnOptions()
+) throws(LinuxError) -> Int32 {
+    guard uid != nil || gid != nil else { return try posixSpawn(path, [path] + arguments, options) }
     let candidates = ["/usr/bin/setpriv", "/bin/setpriv"]
     guard let setpriv = candidates.first(where: { candidate in access(candidate, X_OK) == 0 }) else {
         throw LinuxError(operation: "spawn \(path): setpriv (util-linux) not found", errno: ENOENT)
@@ -24,7 +25,7 @@ public func spawnProcess(_ path: String, _ arguments: [String], uid: UInt32? = n
     if let uid { wrapper.append("--reuid=\(uid)") }
     if let group = gid ?? uid.map(primaryGroup) { wrapper.append("--regid=\(group)") }
     wrapper += ["--clear-groups", "--", path]
-    let pid = try posixSpawn(setpriv, wrapper + arguments)
+    let pid = try posixSpawn(setpriv, wrapper + arguments, options)
     waitUntilExecuted(pid: pid, wrapper: setpriv)
     return pid
 }
@@ -45,7 +46,68 @@ public func killAndReap(_ pid: Int32) {
     reap(pid)
 }
 
-private func posixSpawn(_ path: String, _ argv: [String]) throws(LinuxError) -> Int32 {
+/// Where a spawned child's standard streams go, its environment and its process group.
+public struct SpawnOptions: Sendable {
+    /// nil: the caller's environment.
+    public var environment: [String: String]?
+    /// A file for standard output (and standard error unless `errors` is given); nil: the caller's.
+    public var output: String?
+    public var errors: String?
+    /// Truncate `output` and `errors` instead of appending.
+    public var truncate: Bool
+    /// A descriptor to become standard input; nil: /dev/null.
+    public var input: Int32?
+    /// Descriptors to hand on, as (the caller's descriptor, the child's number).
+    public var passing: [Passing]
+    /// nil: the caller's group; 0: a new group led by the child; else the group to join.
+    public var processGroup: Int32?
+
+    public struct Passing: Sendable {
+        public var from: Int32
+        public var to: Int32
+        public init(from: Int32, to: Int32) {
+            self.from = from
+            self.to = to
+        }
+    }
+
+    public init(
+        environment: [String: String]? = nil, output: String? = nil, errors: String? = nil, truncate: Bool = false,
+        input: Int32? = nil, passing: [Passing] = [], processGroup: Int32? = nil
+    ) {
+        self.environment = environment
+        self.output = output
+        self.errors = errors
+        self.truncate = truncate
+        self.input = input
+        self.passing = passing
+        self.processGroup = processGroup
+    }
+}
+
+/// The signals a child gets back at their default action, whatever the caller ignored or handled.
+private let signalsResetInChildren = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2]
+
+private func posixSpawn(_ path: String, _ argv: [String], _ options: SpawnOptions) throws(LinuxError) -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    try LinuxError.checkErrorNumber("posix_spawn_file_actions_init") { posix_spawn_file_actions_init(&actions) }
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if let input = options.input {
+        posix_spawn_file_actions_adddup2(&actions, input, 0)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    }
+    let mode = O_WRONLY | O_CREAT | (options.truncate ? O_TRUNC : O_APPEND)
+    if let output = options.output {
+        posix_spawn_file_actions_addopen(&actions, 1, output, mode, 0o644)
+    }
+    if let errors = options.errors {
+        posix_spawn_file_actions_addopen(&actions, 2, errors, mode, 0o644)
+    } else if options.output != nil {
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    }
+    for descriptor in options.passing { posix_spawn_file_actions_adddup2(&actions, descriptor.from, descriptor.to) }
+
     var attributes = posix_spawnattr_t()
     try LinuxError.checkErrorNumber("posix_spawnattr_init") { posix_spawnattr_init(&attributes) }
     defer { posix_spawnattr_destroy(&attributes) }
@@ -53,21 +115,36 @@ private func posixSpawn(_ path: String, _ argv: [String]) throws(LinuxError) -> 
     sigemptyset(&mask)
     var defaults = sigset_t()
     sigemptyset(&defaults)
-    for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE] { sigaddset(&defaults, signal) }
+    for signal in signalsResetInChildren { sigaddset(&defaults, signal) }
     try LinuxError.checkErrorNumber("posix_spawnattr_setsigmask") { posix_spawnattr_setsigmask(&attributes, &mask) }
     try LinuxError.checkErrorNumber("posix_spawnattr_setsigdefault") {
         posix_spawnattr_setsigdefault(&attributes, &defaults)
     }
-    try LinuxError.checkErrorNumber("posix_spawnattr_setflags") {
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    if let group = options.processGroup {
+        posix_spawnattr_setpgroup(&attributes, group)
+        flags |= POSIX_SPAWN_SETPGROUP
     }
+    try LinuxError.checkErrorNumber("posix_spawnattr_setflags") { posix_spawnattr_setflags(&attributes, Int16(flags)) }
 
     let cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    defer { for argument in cArguments { free(argument) } }
+    let cEnvironment: [UnsafeMutablePointer<CChar>?]? = options.environment.map { entries in
+        entries.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    }
+    defer {
+        for argument in cArguments { free(argument) }
+        for entry in cEnvironment ?? [] { free(entry) }
+    }
     var pid: pid_t = 0
     try LinuxError.checkErrorNumber("posix_spawn \(path)") {
         cArguments.withUnsafeBufferPointer { argumentsPointer in
-            posix_spawn(&pid, path, nil, &attributes, argumentsPointer.baseAddress!, environ)
+            if let cEnvironment {
+                cEnvironment.withUnsafeBufferPointer {
+                    posix_spawn(&pid, path, &actions, &attributes, argumentsPointer.baseAddress!, $0.baseAddress!)
+                }
+            } else {
+                posix_spawn(&pid, path, &actions, &attributes, argumentsPointer.baseAddress!, environ)
+            }
         }
     }
     return pid
