@@ -193,7 +193,11 @@ public final class Tracker {
         var newLive: [String: AgentState.LiveUser] = [:]
         for (user, policy) in policies {
             guard let account = accounts[user] ?? nil else { continue }
-            let processes = byUID[account.uid] ?? []
+            var processes = byUID[account.uid] ?? []
+            if connector == nil {
+                // Polling: catch a launcher that exec'd the game since the last tick.
+                processes = processes.compactMap { sampler.refreshIfExecutableChanged(pid: $0.pid) }
+            }
             var apps = Set<String>()
             for process in processes { apps.insert(app(of: process)) }
             let counts: Bool

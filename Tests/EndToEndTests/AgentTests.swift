@@ -176,6 +176,28 @@ struct AgentTests {
         #expect(events.contains("\"kind\": \"logind-unavailable\""))
     }
 
+    /// A launcher (here a shell script) that later execs the game: from the exec on, the same
+    /// process counts as the game, even without the process connector.
+    @Test func aLauncherThatExecsTheGameCountsAsTheGameFromTheExec() throws {
+        let (runner, account, game, _) = try setUp()
+        defer { runner.cleanUp() }
+        let agent = try AgentProcess(runner, arguments: ["--no-process-connector"])
+        let started = Date()
+        // Not `sleep` for the pause: the test game is a copy of /bin/sleep, so sleep would count as it.
+        let launcher = try runAs(account, "/bin/sh", ["-c", "timeout 2 tail -f /dev/null; exec \(game) 30"])
+        usleep(2_000_000)
+        let execAt = Date()
+        usleep(3_000_000)
+        kill(launcher, SIGKILL)
+        _ = waitForExit(launcher)
+        let ended = Date()
+        usleep(500_000)
+        #expect(agent.stop() == 0, "\(agent.log)")
+        let (screen, apps) = try report(runner, account.name)
+        #expect(abs(Double(screen) - ended.timeIntervalSince(started)) <= 1.0, "screen \(screen) s; \(apps)")
+        #expect(abs(Double(apps["testgame"] ?? 0) - ended.timeIntervalSince(execAt)) <= 1.0, "\(apps)")
+    }
+
     @Test func aChildSeesOnlyTheirOwnStatus() throws {
         let (runner, account, game, _) = try setUp()
         defer { runner.cleanUp() }

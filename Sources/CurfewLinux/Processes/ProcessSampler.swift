@@ -208,6 +208,19 @@ public final class ProcessSampler {
         return cached[pid]
     }
 
+    /// Without the process connector an exec goes unseen until the process is revalidated; for the
+    /// few processes that matter (a managed user's) the caller asks each tick: one readlink of
+    /// `/proc/PID/exe`, and a full parse only when the executable changed. Returns the process as
+    /// now known (nil if gone).
+    public func refreshIfExecutableChanged(pid: Int32) -> TrackedProcess? {
+        guard let known = cached[pid] else { return refresh(pid: pid) }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("\(procRoot)/\(pid)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return known }
+        let current = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return current == known.facts.executablePath ? known : refresh(pid: pid)
+    }
+
     /// Drops `pid` from the cache (after its exit event). If it is still listed, the next `sample()`
     /// parses it again.
     public func forget(pid: Int32) {
