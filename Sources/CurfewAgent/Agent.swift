@@ -284,9 +284,12 @@ public final class StopFlag: Sendable {
 }
 
 extension Schedule {
-    /// The zone a policy is evaluated in: its own, or this computer's.
-    public static func zone(for policy: Policy) -> ZoneRules {
+    /// The zone a policy is evaluated in: its own, or this computer's (`system`, read once by callers
+    /// that ask often).
+    public static func zone(for policy: Policy, system: @autoclosure () -> ZoneRules = ZoneRules(TimeZone.current))
+        -> ZoneRules
+    {
         if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
-        return ZoneRules(TimeZone.current)
+        return system()
     }
 }

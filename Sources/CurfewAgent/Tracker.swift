@@ -160,10 +160,7 @@ public final class Tracker {
         }
     }
 
-    func zone(for policy: Policy) -> ZoneRules {
-        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
-        return systemZone
-    }
+    func zone(for policy: Policy) -> ZoneRules { Schedule.zone(for: policy, system: systemZone) }
 
     /// Looks at sessions and processes and decides, per managed user, what the next interval counts.
     func observe() {

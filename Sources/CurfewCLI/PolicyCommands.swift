@@ -1,4 +1,5 @@
 import ArgumentParser
+import CurfewAgent
 import CurfewCore
 import CurfewSync
 import Foundation
@@ -137,7 +138,7 @@ struct ScheduleCommand: ParsableCommand {
         let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
         let workspace = Workspace(location)
         let (policy, _) = try workspace.currentPolicy(of: user)
-        let zone = Workspace.zone(for: policy)
+        let zone = Schedule.zone(for: policy)
         let day = requested ?? zone.localTime(at: Workspace.now()).date
         let schedule = Schedule(policy: policy, zone: zone)
         let periods = schedule.periods(on: day)

@@ -34,8 +34,7 @@ struct Status: ParsableCommand {
         if getuid() != 0 && target != me?.name {
             throw CLIError("you may only see your own status, not \(target)'s", .notPermitted)
         }
-        let socketPath = socket ?? ProcessInfo.processInfo.environment["CURFEW_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? "/run/curfew/curfewd.sock"
+        let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
         let request = JSONValue.object(JSONObject([("command", .string("status")), ("user", .string(target))]))
         let status: JSONValue
         var live = true

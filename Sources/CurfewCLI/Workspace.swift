@@ -22,15 +22,13 @@ public struct LocationOptions: ParsableArguments, Sendable {
     public init() {}
 
     var resolvedStateDirectory: String {
-        stateDir ?? nonEmpty(ProcessInfo.processInfo.environment["CURFEW_STATE_DIR"]) ?? "/var/lib/curfew"
+        Locations.stateDirectory(stateDir, environment: ProcessInfo.processInfo.environment)
     }
 
     var resolvedSharedDirectory: String {
-        sharedDir ?? nonEmpty(ProcessInfo.processInfo.environment["CURFEW_SHARED_DIR"])
-            ?? "\(resolvedStateDirectory)/shared"
+        Locations.sharedDirectory(
+            sharedDir, stateDirectory: resolvedStateDirectory, environment: ProcessInfo.processInfo.environment)
     }
-
-    private func nonEmpty(_ value: String?) -> String? { value?.isEmpty == false ? value : nil }
 }
 
 /// The state and shared directories as one command sees them. Index rows learned while scanning are
@@ -137,12 +135,6 @@ final class Workspace {
             try RecordIndex.remove(names: pending.vanished, db)
         }
         pendingIndex = nil
-    }
-
-    /// The time zone a policy is evaluated in: its own, or this computer's.
-    static func zone(for policy: Policy) -> ZoneRules {
-        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
-        return ZoneRules(TimeZone.current)
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }

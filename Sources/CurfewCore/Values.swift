@@ -264,3 +264,14 @@ extension String {
         return String(slice)
     }
 }
+
+/// Lowercase hex digits of `bytes`: key ids, record names, file identities.
+public func hexString<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -33,7 +33,7 @@ public struct PublicKey: Sendable, Equatable {
 
     public init(key: Curve25519.Signing.PublicKey) {
         rawRepresentation = key.rawRepresentation
-        id = hex(Array(SHA256.hash(data: rawRepresentation)).prefix(8))
+        id = hexString(Array(SHA256.hash(data: rawRepresentation)).prefix(8))
     }
 
     public init?(base64: String) {
@@ -53,18 +53,8 @@ public struct PublicKey: Sendable, Equatable {
     }
 }
 
-func hex<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    for byte in bytes {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
-
 /// SHA-256 of `bytes` as 64 hex digits.
-public func sha256Hex(_ bytes: [UInt8]) -> String { hex(SHA256.hash(data: bytes)) }
+public func sha256Hex(_ bytes: [UInt8]) -> String { hexString(SHA256.hash(data: bytes)) }
 
 /// Why a key could not be loaded or stored.
 public enum KeyError: Error, Equatable, Sendable {

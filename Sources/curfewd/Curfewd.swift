@@ -38,9 +38,9 @@ struct Curfewd: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let state = stateDir ?? environment["CURFEW_STATE_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/var/lib/curfew"
-        let shared = sharedDir ?? environment["CURFEW_SHARED_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(state)/shared"
-        let socketPath = socket ?? environment["CURFEW_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/curfew/curfewd.sock"
+        let state = Locations.stateDirectory(stateDir, environment: environment)
+        let shared = Locations.sharedDirectory(sharedDir, stateDirectory: state, environment: environment)
+        let socketPath = Locations.socket(socket, environment: environment)
         let useJournal = JournalLogHandler.journalIsAvailable() && environment["CURFEW_LOG"] != "stderr"
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler = useJournal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)

@@ -1,3 +1,4 @@
+import CurfewCore
 import Crypto
 import Glibc
 import Synchronization
@@ -124,12 +125,6 @@ public final class FileIdentityCache: Sendable {
                 done += Int64(count)
             }
         }
-        let digits = Array("0123456789abcdef".utf8)
-        var text = Array("sha256:".utf8)
-        for byte in hasher.finalize() {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xf)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return "sha256:" + hexString(hasher.finalize())
     }
 }
