@@ -1,0 +1,215 @@
+/// What one managed user used today, as the agent knows it at one instant.
+public struct DayUsage: Sendable, Equatable {
+    /// Screen time counted today, in seconds.
+    public var screenSeconds: Int64
+    /// Each app's time today, in seconds.
+    public var appSeconds: [String: Int64]
+
+    public init(screenSeconds: Int64, appSeconds: [String: Int64] = [:]) {
+        self.screenSeconds = screenSeconds
+        self.appSeconds = appSeconds
+    }
+}
+
+/// Why an app is stopped; `message` is what the child is told.
+public enum StopReason: Sendable, Equatable, Hashable {
+    /// A parent blocked the app.
+    case blocked
+    /// The app's own daily limit is used up.
+    case appLimit(minutes: Int)
+    /// Use is not allowed now (bedtime or the day's limit) and the lockout is `apps`.
+    case lockout(UseState)
+
+    public var word: String {
+        switch self {
+        case .blocked: "blocked"
+        case .appLimit: "app-limit"
+        case .lockout: "lockout"
+        }
+    }
+
+    public func message(app: String) -> String {
+        switch self {
+        case .blocked: "\(app) was stopped: a parent blocked it"
+        case .appLimit(let minutes):
+            "\(app) was stopped: its daily limit of \(TimeAllowance.format(minutes: minutes)) is used up"
+        case .lockout(.bedtime): "\(app) was stopped: it is bedtime"
+        case .lockout: "\(app) was stopped: today's screen time is used up"
+        }
+    }
+}
+
+/// What to do with a user's sessions.
+public enum SessionAction: String, Sendable, Equatable {
+    case none
+    /// End every session (TerminateSession, then KillUser) and refuse logins.
+    case logout
+    /// Lock every session, and lock again after an unlock.
+    case lock
+}
+
+/// What a warning is about: the day's limit, bedtime, or one app's limit.
+public enum WarningSubject: Sendable, Hashable, Comparable {
+    case dailyLimit
+    case bedtime
+    case app(String)
+
+    public var word: String {
+        switch self {
+        case .dailyLimit: "daily-limit"
+        case .bedtime: "bedtime"
+        case .app: "app-limit"
+        }
+    }
+}
+
+/// The agent's plan for one user at one instant: whether use is allowed, what to do with their
+/// sessions, which running apps to stop and why, and how long each warning subject has left.
+public struct EnforcementPlan: Sendable, Equatable {
+    public var decision: Decision
+    public var sessionAction: SessionAction
+    /// Running apps to stop, by name.
+    public var stopApps: [String: StopReason]
+    /// Seconds left before each subject blocks something, for subjects that can run out.
+    public var countdowns: [WarningSubject: Int64]
+
+    public var blocked: Bool { decision.state != .allowed }
+}
+
+/// SPEC.md's enforcement rules, with no I/O: the agent passes the schedule (policy, zone and grants),
+/// the instant, today's usage and the apps running.
+public enum Enforcement {
+    /// - Parameters:
+    ///   - running: the user's running apps (catalog names, else executable basenames), plumbing excluded.
+    ///   - tracked: the subset of `running` that the `apps` lockout stops: catalog apps and apps with a
+    ///     rule. Shells and unknown programs are not stopped by the lockout (a blocked or limited app
+    ///     always is).
+    public static func plan(
+        schedule: Schedule, now: Int64, usage: DayUsage, running: Set<String>, tracked: Set<String>
+    ) -> EnforcementPlan {
+        let policy = schedule.policy
+        let decision = schedule.decide(now: now, usedSeconds: usage.screenSeconds)
+        var stop: [String: StopReason] = [:]
+        var countdowns: [WarningSubject: Int64] = [:]
+
+        for rule in policy.apps {
+            switch rule.rule {
+            case .block:
+                if running.contains(rule.app) { stop[rule.app] = .blocked }
+            case .limit(let minutes):
+                let left = Int64(minutes) * 60 - (usage.appSeconds[rule.app] ?? 0)
+                if left <= 0 {
+                    if running.contains(rule.app) { stop[rule.app] = .appLimit(minutes: minutes) }
+                } else if running.contains(rule.app) {
+                    countdowns[.app(rule.app)] = left
+                }
+            case .allow:
+                break
+            }
+        }
+
+        var action = SessionAction.none
+        if decision.state == .allowed {
+            // Whichever blocks first is the one the child is warned about.
+            let limitLeft = decision.limitRemainingSeconds
+            let untilBedtime = schedule.secondsUntilBedtime(from: now)
+            if let limitLeft, limitLeft < (untilBedtime ?? .max) {
+                countdowns[.dailyLimit] = limitLeft
+            } else if let untilBedtime {
+                countdowns[.bedtime] = untilBedtime
+            }
+        } else {
+            switch policy.lockout {
+            case .logout: action = .logout
+            case .lock: action = .lock
+            case .apps:
+                for app in tracked where running.contains(app) && policy.rule(for: app) != .allow && stop[app] == nil {
+                    stop[app] = .lockout(decision.state)
+                }
+            }
+        }
+        return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns)
+    }
+}
+
+extension Schedule {
+    /// Seconds from `now` until the next bedtime window starts, if one starts within two days and
+    /// `now` is not already in one.
+    public func secondsUntilBedtime(from now: Int64) -> Int64? {
+        if isBedtime(at: now) { return nil }
+        let today = zone.localTime(at: now).date
+        var starts: [Int64] = []
+        for offset in -1...2 {
+            if let window = bedtimeInterval(startingOn: today.adding(days: offset)), window.start > now {
+                starts.append(window.start)
+            }
+        }
+        return starts.min().map { $0 - now }
+    }
+}
+
+/// One warning to deliver.
+public struct Warning: Sendable, Equatable {
+    public var subject: WarningSubject
+    /// The threshold crossed, in seconds before the subject runs out.
+    public var thresholdSeconds: Int64
+    /// What is actually left.
+    public var remainingSeconds: Int64
+    /// Part of the final countdown (the last minute).
+    public var isCountdown: Bool { thresholdSeconds <= 60 }
+
+    public var message: String {
+        let left = Warning.describe(seconds: remainingSeconds)
+        switch subject {
+        case .dailyLimit: return "\(left) of screen time left today"
+        case .bedtime: return "bedtime starts in \(left)"
+        case .app(let app): return "\(left) of \(app) left today"
+        }
+    }
+
+    /// "15 minutes", "1 minute", "30 seconds".
+    public static func describe(seconds: Int64) -> String {
+        if seconds >= 60 {
+            let minutes = (seconds + 30) / 60
+            return minutes == 1 ? "1 minute" : "\(minutes) minutes"
+        }
+        return seconds == 1 ? "1 second" : "\(seconds) seconds"
+    }
+}
+
+/// Which warnings are due, each sent once per threshold, and again after time was added and runs out
+/// again. Thresholds are the policy's warning minutes plus a final countdown at 60, 30 and 10 seconds.
+///
+/// No day is kept: a new day brings a new limit, so its countdown starts above the thresholds and
+/// arms them again, exactly as extra time does; a bedtime after midnight is not warned twice.
+public struct WarningTracker: Sendable, Equatable {
+    public static let countdownSeconds: [Int64] = [60, 30, 10]
+
+    /// Thresholds already warned about, per subject, while the subject has not gone back above them.
+    var sent: [WarningSubject: Set<Int64>] = [:]
+
+    public init() {}
+
+    public static func thresholds(warnMinutes: [Int]) -> [Int64] {
+        Array(Set(warnMinutes.map { Int64($0) * 60 } + countdownSeconds)).sorted(by: >)
+    }
+
+    /// The warnings due now. When several thresholds were crossed at once (the agent started late, or
+    /// a limit was lowered) only the nearest is sent and the others count as sent. A subject missing
+    /// from `countdowns` (run out, blocked, the app not running) keeps what was sent.
+    public mutating func update(countdowns: [WarningSubject: Int64], warnMinutes: [Int]) -> [Warning] {
+        let thresholds = WarningTracker.thresholds(warnMinutes: warnMinutes)
+        var due: [Warning] = []
+        for (subject, left) in countdowns.sorted(by: { $0.key < $1.key }) where left > 0 {
+            // Time was added: thresholds now in the future are armed again.
+            var subjectSent = (sent[subject] ?? []).filter { $0 >= left }
+            let crossed = thresholds.filter { left <= $0 }
+            if let nearest = crossed.filter({ !subjectSent.contains($0) }).min() {
+                due.append(Warning(subject: subject, thresholdSeconds: nearest, remainingSeconds: left))
+            }
+            subjectSent.formUnion(crossed)
+            sent[subject] = subjectSent
+        }
+        return due
+    }
+}
