@@ -19,6 +19,17 @@ public struct AgentConfiguration: Sendable {
     public var useProcessConnector: Bool
     /// How often records/ is rescanned even without inotify events.
     public var rescanMilliseconds: Int64
+    /// Where children's terminals are (`/dev`) and their runtime directories with the session bus
+    /// (`/run/user`); tests point these elsewhere.
+    public var devRoot = "/dev"
+    public var userRuntimeRoot = "/run/user"
+    /// With no valid policy at all for a user this computer manages: false (the default) locks
+    /// them out, true lets them in unrestricted.
+    public var failOpen = false
+    /// SIGTERM to SIGKILL when stopping an app.
+    public var stopGraceMilliseconds: Int64 = 2_000
+    /// Between ticks, how often processes are checked for apps to stop when polling.
+    public var enforcementPollMilliseconds: Int64 = 100
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -46,6 +57,8 @@ public final class Agent: Sendable {
     let loader: PolicyLoader
     let catalog: AppCatalog
     let logger: Logger
+    /// Users already reported as let in without a policy (the agent fails open).
+    let failOpenReported = Mutex<Set<String>>([])
 
     public init(configuration: AgentConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -82,26 +95,100 @@ public final class Agent: Sendable {
     }
 
     /// Folds the records again; logs and records each user whose version changed.
+    ///
+    /// What is enforced never goes backwards: a user whose records can no longer be read, or fold to
+    /// an older version (the newest file deleted), keeps the last good policy, which is kept in the
+    /// database. A user this computer manages (`<state-dir>/managed-users`) with no policy at all is
+    /// locked out (no screen time) unless the agent fails open. Only a valid removal record ends
+    /// management.
     func reloadPolicies() throws {
         let previous = state.policies
         let result = try loader.load(previous: previous, logger: logger)
+        var policies = result.policies
+        var versions = result.versions
         var events: [AgentEvent] = []
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for (user, version) in result.versions.sorted(by: { $0.key < $1.key }) where state.version(of: user) != version {
+        let stored = try store.read { try AgentStateTable.all(prefix: Agent.lastGoodPrefix, $0) }
+        for (user, text) in stored.sorted(by: { $0.key < $1.key }) where !result.removed.contains(user) {
+            guard let kept = Agent.decodeLastGood(text) else { continue }
+            if let version = versions[user], version >= kept.version { continue }
+            policies[user] = kept.policy
+            versions[user] = kept.version
+            if state.version(of: user) != kept.version || previous[user] != kept.policy {
+                let why = result.versions[user].map { "the records fold to an older version \($0)" } ?? "no valid policy can be loaded"
+                logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(kept.version)"])
+                events.append(
+                    AgentEvent(
+                        time: now, user: user, kind: "policy-kept",
+                        message: "\(why) for \(user); the last good policy (version \(kept.version)) stays in force",
+                        data: .object(JSONObject([("version", .int(Int64(kept.version)))]))))
+            }
+        }
+        let managed = ManagedUsers.read(stateDirectory: configuration.stateDirectory) ?? []
+        for user in managed.sorted() where policies[user] == nil && !result.removed.contains(user) {
+            if configuration.failOpen {
+                if failOpenReported.withLock({ $0.insert(user).inserted }) {
+                    events.append(
+                        AgentEvent(
+                            time: now, user: user, kind: "fail-open",
+                            message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
+                }
+                continue
+            }
+            policies[user] = Policy.failClosed(for: user)
+            versions[user] = 0
+            if previous[user] != Policy.failClosed(for: user) {
+                logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
+                events.append(
+                    AgentEvent(
+                        time: now, user: user, kind: "fail-closed",
+                        message: "no valid policy for \(user); no screen time and no logins until one arrives"))
+            }
+        }
+        for (user, version) in versions.sorted(by: { $0.key < $1.key }) where version > 0 && state.version(of: user) != version {
             logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
             events.append(
                 AgentEvent(
                     time: now, user: user, kind: "policy-loaded", message: "policy version \(version) is in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
-        for user in previous.keys where result.policies[user] == nil {
+        for user in previous.keys where policies[user] == nil {
             events.append(AgentEvent(time: now, user: user, kind: "user-unmanaged", message: "\(user) is no longer managed"))
         }
         for ignored in result.ignored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
         }
-        state.setPolicies(result.policies, versions: result.versions)
-        if !events.isEmpty { try store.write { db in for event in events { try EventLog.append(event, db) } } }
+        state.setPolicies(policies, versions: versions)
+        try store.write { db in
+            for (user, policy) in result.policies {
+                guard let version = result.versions[user], version > (stored[user].flatMap(Agent.decodeLastGood)?.version ?? 0)
+                else { continue }
+                try AgentStateTable.set(Agent.lastGoodPrefix + user, Agent.encodeLastGood(policy, version: version), db)
+            }
+            for user in result.removed where stored[user] != nil {
+                try AgentStateTable.remove(Agent.lastGoodPrefix + user, db)
+            }
+            for event in events { try EventLog.append(event, db) }
+        }
+        let enforced = Set(policies.keys).union(configuration.failOpen ? managed.subtracting(result.removed) : [])
+        if enforced != managed {
+            do { try ManagedUsers.write(enforced, stateDirectory: configuration.stateDirectory) } catch {
+                logger.error("cannot write the list of managed users", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    static let lastGoodPrefix = "last-good-policy:"
+
+    static func encodeLastGood(_ policy: Policy, version: Int) -> String {
+        JSONValue.object(JSONObject([("version", .int(Int64(version))), ("policy", policy.json)])).canonicalString
+    }
+
+    static func decodeLastGood(_ text: String) -> (version: Int, policy: Policy)? {
+        guard case .object(let object)? = try? JSONValue.parse(text), case .int(let version)? = object["version"],
+            let value = object["policy"], let policy = try? Policy.decode(value)
+        else { return nil }
+        return (Int(version), policy)
     }
 
     func recordEvent(_ event: AgentEvent) {
@@ -120,6 +207,7 @@ public final class Agent: Sendable {
             ThreadService(name: "policy-watch", agent: self) { agent, stop in agent.runPolicyWatch(stop) },
             ThreadService(name: "logind", agent: self) { agent, stop in agent.runLogind(stop) },
             ThreadService(name: "socket", agent: self) { agent, stop in agent.runSocket(stop) },
+            ThreadService(name: "enforcer", agent: self) { agent, stop in Enforcer(agent: agent).run(until: stop) },
         ]
     }
 
@@ -128,7 +216,9 @@ public final class Agent: Sendable {
         recordEvent(AgentEvent(time: started, kind: "agent-started", message: "curfewd \(Agent.version) started"))
         let tracker = Tracker(
             state: state, store: store, catalog: catalog, logger: logger,
-            useProcessConnector: configuration.useProcessConnector)
+            useProcessConnector: configuration.useProcessConnector,
+            stopGraceMilliseconds: configuration.stopGraceMilliseconds,
+            enforcementPollMilliseconds: configuration.enforcementPollMilliseconds)
         tracker.start()
         _ = SystemdNotify.send("READY=1\nSTATUS=tracking \(state.policies.count) managed users")
         logger.info(

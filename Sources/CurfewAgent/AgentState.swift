@@ -13,8 +13,26 @@ public final class AgentState: Sendable {
         public var counting: Bool
     }
 
+    /// Something to tell a child: on their terminals and as a desktop notification.
+    public struct ChildMessage: Sendable, Equatable {
+        public var user: String
+        public var summary: String
+        public var body: String
+        /// freedesktop urgency: 0 low, 1 normal, 2 critical.
+        public var urgency: UInt8
+
+        public init(user: String, summary: String, body: String, urgency: UInt8 = 1) {
+            self.user = user
+            self.summary = summary
+            self.body = body
+            self.urgency = urgency
+        }
+    }
+
     struct Contents: Sendable {
         var policies: [String: Policy] = [:]
+        var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
+        var outbox: [ChildMessage] = []
         var versions: [String: Int] = [:]
         /// nil while logind is not available.
         var sessions: [LoginSession]? = nil
@@ -34,6 +52,33 @@ public final class AgentState: Sendable {
         contents.withLock {
             $0.policies = policies
             $0.versions = versions
+        }
+    }
+
+    /// Extra time granted, per user and local day.
+    public var adjustments: [String: [LocalDate: DayAdjustment]] { contents.withLock { $0.adjustments } }
+
+    public func setAdjustments(_ adjustments: [String: [LocalDate: DayAdjustment]]) {
+        contents.withLock { $0.adjustments = adjustments }
+    }
+
+    /// The schedule a user is enforced by: policy, zone and grants.
+    public func schedule(of user: String, systemZone: ZoneRules) -> Schedule? {
+        contents.withLock { contents in
+            contents.policies[user].map {
+                Schedule(policy: $0, zone: Schedule.zone(for: $0, system: systemZone), adjustments: contents.adjustments[user] ?? [:])
+            }
+        }
+    }
+
+    /// Queues a message for a child; the enforcer delivers it.
+    public func post(_ message: ChildMessage) { contents.withLock { $0.outbox.append(message) } }
+
+    public func takeMessages() -> [ChildMessage] {
+        contents.withLock {
+            let messages = $0.outbox
+            $0.outbox = []
+            return messages
         }
     }
 

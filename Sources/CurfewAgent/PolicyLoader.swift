@@ -20,6 +20,8 @@ public struct PolicyLoader: Sendable {
         public var policies: [String: Policy]
         public var versions: [String: Int]
         public var ignored: [IgnoredRecord]
+        /// Users whose record in force removes them: no longer managed, on purpose.
+        public var removed: Set<String>
     }
 
     public func load(previous: [String: Policy], logger: Logger) throws -> Result {
@@ -46,6 +48,7 @@ public struct PolicyLoader: Sendable {
                 if let old = previous[user] { policies[user] = old }
             }
         }
-        return Result(policies: policies, versions: versions, ignored: scan.ignored)
+        let removed = Set(PolicyFold.currentByUser(scan.valid).values.filter(\.removesUser).map(\.user))
+        return Result(policies: policies, versions: versions, ignored: scan.ignored, removed: removed)
     }
 }

@@ -28,6 +28,15 @@ public enum SocketProtocol {
                 return failure("unknown-user", "\(user) is not managed on this computer")
             }
             return .object(JSONObject([("ok", .bool(true)), ("status", status.json)]))
+        case "check-login":
+            // PAM's account stack runs as root; nobody else may probe other accounts.
+            guard callerUID == 0 else { return failure("not-permitted", "only root may check a login") }
+            guard case .string(let user)? = object["user"] else { return failure("bad-request", "check-login needs a user") }
+            var service = "unknown"
+            if case .string(let name)? = object["service"] { service = name }
+            let verdict = agent.checkLogin(user: user, service: service, now: Int64(Date().timeIntervalSince1970))
+            return .object(
+                JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
         default:
             return failure("bad-request", "unknown command \(quoted(command))")
         }

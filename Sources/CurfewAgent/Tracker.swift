@@ -37,6 +37,12 @@ public final class Tracker {
     var accounts: [String: Accounts.Account?] = [:]
     var accountsRead: Int64? = nil
     var lastFullScan: Int64 = 0
+    /// Stops blocked and limited apps (and, without logind, a logged-out user's processes).
+    let stopper: ProcessStopper
+    /// How often, between ticks, processes are checked for apps to stop when the process connector
+    /// is not available: a blocked app dies within this much of its exec, plus the time to parse it.
+    let enforcementPollMilliseconds: Int64
+    var lastEnforcement: Int64 = 0
     let watchdog = SystemdNotify.watchdogInterval() != nil
 
     /// The clocks; tests pass their own to move the wall clock.
@@ -44,8 +50,11 @@ public final class Tracker {
 
     public init(
         state: AgentState, store: StateStore, catalog: AppCatalog, logger: Logger, useProcessConnector: Bool,
-        flushIntervalMilliseconds: Int64 = 2_000, clock: @escaping () -> ClockReading = ClockReading.now
+        flushIntervalMilliseconds: Int64 = 2_000, stopGraceMilliseconds: Int64 = 2_000,
+        enforcementPollMilliseconds: Int64 = 100, clock: @escaping () -> ClockReading = ClockReading.now
     ) {
+        self.stopper = ProcessStopper(graceMilliseconds: stopGraceMilliseconds)
+        self.enforcementPollMilliseconds = enforcementPollMilliseconds
         self.clock = clock
         self.state = state
         self.store = store
@@ -89,17 +98,24 @@ public final class Tracker {
             let due = last.monotonic + tickMilliseconds
             var now = clock().monotonic
             while now < due && !stop.isSet {
-                let wait = Int32(min(due - now, 250))
+                let wait = Int32(max(1, min(due - now, connector == nil ? enforcementPollMilliseconds : 250)))
                 if let connector {
                     do {
-                        apply(try connector.next(timeoutMilliseconds: wait))
+                        let events = try connector.next(timeoutMilliseconds: wait)
+                        apply(events)
+                        if !events.isEmpty { enforceApps() }
                     } catch {
                         logger.warning("process connector failed; polling", metadata: ["error": "\(error)"])
                         usleep(UInt32(wait) * 1000)
                     }
                 } else {
                     usleep(UInt32(wait) * 1000)
+                    // Polling: new processes show up in the cheap /proc check, execs in the readlink
+                    // of each managed user's processes.
+                    _ = sampler.sample()
+                    enforceApps()
                 }
+                if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
             }
             tick()
@@ -153,6 +169,7 @@ public final class Tracker {
             lastFullScan = now.monotonic
         }
         observe()
+        enforceApps()
         flush(force: false)
         if watchdog {
             let counting = live.values.filter(\.counting).count
@@ -216,6 +233,74 @@ public final class Tracker {
         observations = newObservations
         live = newLive
         state.setLive(newLive)
+    }
+
+    /// Stops the running apps the plan says must not run (blocked, over their own limit, or every
+    /// tracked app under the `apps` lockout), each with its children, and tells the child why.
+    /// Without logind, the `logout` lockout stops all of the user's processes.
+    func enforceApps() {
+        let policies = state.policies
+        let monotonic = clock().monotonic
+        lastEnforcement = monotonic
+        guard !policies.isEmpty else { return }
+        let processes = sampler.cached
+        let now = clock().wall
+        for user in policies.keys.sorted() {
+            guard let account = accounts[user] ?? nil, let schedule = state.schedule(of: user, systemZone: systemZone)
+            else { continue }
+            // Most passes have nothing to stop: no app rules, and use is allowed.
+            let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
+            if !hasAppRules && schedule.state(at: now / 1000, usedSeconds: (live[user]?.totals[UsageKey.screen] ?? 0) / 1000) == .allowed {
+                continue
+            }
+            var mine: [TrackedProcess] = []
+            for process in processes.values where process.uid == account.uid {
+                if connector == nil {
+                    if let current = sampler.refreshIfExecutableChanged(pid: process.pid) { mine.append(current) }
+                } else {
+                    mine.append(process)
+                }
+            }
+            guard !mine.isEmpty else { continue }
+            var appOf: [Int32: String] = [:]
+            for process in mine { appOf[process.pid] = app(of: process) }
+            let running = Set(appOf.values).subtracting(Accounting.sessionPlumbing)
+            let plan = Enforcement.plan(
+                schedule: schedule, live: live[user], running: running, catalog: catalog, now: now / 1000)
+            var reasons = plan.stopApps
+            let logoutByStopping = plan.sessionAction == .logout && state.sessions == nil
+            guard !reasons.isEmpty || logoutByStopping else { continue }
+            if logoutByStopping {
+                for app in Set(appOf.values) where reasons[app] == nil { reasons[app] = .lockout(plan.decision.state) }
+            }
+            for (app, reason) in reasons.sorted(by: { $0.key < $1.key }) {
+                let roots = mine.filter { appOf[$0.pid] == app }.map { ProcessRef(pid: $0.pid, startTime: $0.startTime) }
+                let targets = ProcessTree.withDescendants(of: roots, in: sampler.cached).filter {
+                    sampler.cached[$0.pid]?.uid == account.uid
+                }
+                let signalled = stopper.stop(targets, nowMonotonic: monotonic)
+                guard !signalled.isEmpty else { continue }
+                stopped(app: app, reason: reason, user: user, processes: signalled, now: now)
+            }
+        }
+        _ = stopper.poll(nowMonotonic: monotonic)
+    }
+
+    func stopped(app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64) {
+        let message = reason.message(app: app)
+        logger.notice(
+            "stopped an app", metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
+        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2))
+        pendingEvents.append(
+            AgentEvent(
+                time: now, user: user, kind: "app-stopped", message: message,
+                data: .object(
+                    JSONObject([
+                        ("app", .string(app)), ("reason", .string(reason.word)),
+                        ("pids", .array(processes.map { .int(Int64($0.pid)) })),
+                    ]))))
+        // Written at once: a child who relaunches a blocked app fifty times leaves fifty events.
+        flush(force: true)
     }
 
     func app(of process: TrackedProcess) -> String {

@@ -93,6 +93,12 @@ public struct Policy: Sendable, Equatable {
     /// SPEC.md's defaults: 120 minutes, bedtime 20:00-07:00, warnings 15, 5, 1, logout.
     public static func defaults(for user: String) -> Policy { Policy(user: user) }
 
+    /// What a managed user is held to when no valid policy of theirs can be loaded and the agent
+    /// fails closed: no screen time, logins refused.
+    public static func failClosed(for user: String) -> Policy {
+        Policy(user: user, dailyLimit: .minutes(0), bedtime: nil, warnMinutes: [], lockout: .logout)
+    }
+
     public func limit(on weekday: Weekday) -> TimeAllowance { weekdayLimits[weekday] ?? dailyLimit }
 
     public func bedtime(startingOn weekday: Weekday) -> BedtimeWindow? {

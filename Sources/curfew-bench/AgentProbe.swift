@@ -57,7 +57,10 @@ struct AgentProbe {
             environment["CURFEW_CATALOG_DIRS"] = "\(packageRoot)/policies/apps"
         }
 
-        for arguments in [["init"], ["user", "add", account.name]] {
+        // Unrestricted: the agent enforces what it manages, and the figures are about tracking.
+        for arguments in [
+            ["init"], ["user", "add", account.name], ["limit", account.name, "unlimited"], ["bedtime", account.name, "off"],
+        ] {
             let result = capture(curfew, arguments, fullEnvironment: environment, in: directory)
             guard result.status == 0 else {
                 throw BenchFailure("curfew \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.output)")

@@ -1,7 +1,8 @@
 // Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
-// tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison).
+// tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
+// enforcement (EnforcementBench.swift: exec of a blocked app to its death).
 //
-// Usage: curfew-bench [policy] [tracking]   (no argument: both; TrackingOptions.fromEnvironment lists
+// Usage: curfew-bench [policy] [tracking] [enforcement]   (no argument: all; TrackingOptions.fromEnvironment lists
 // the environment variables that shorten the tracking section)
 import Foundation
 
@@ -9,10 +10,10 @@ import Foundation
     import Glibc
 #endif
 
-let known = ["policy", "tracking"]
+let known = ["policy", "tracking", "enforcement"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -31,6 +32,11 @@ do {
     if sections.contains("tracking") {
         if sections.contains("policy") { print("") }
         try runTrackingBenchmarks(root: root, options: .fromEnvironment())
+    }
+    if sections.contains("enforcement") {
+        if sections.count > 1 { print("") }
+        let launches = ProcessInfo.processInfo.environment["CURFEW_BENCH_LAUNCHES"].flatMap { Int($0) } ?? 200
+        try runEnforcementBenchmarks(root: root, launches: launches)
     }
 } catch {
     print("benchmark failed: \(error)")

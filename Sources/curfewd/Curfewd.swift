@@ -11,7 +11,7 @@ import ServiceLifecycle
 struct Curfewd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "curfewd",
-        abstract: "The Curfew agent: tracks managed users' screen and app time and keeps it in SQLite.",
+        abstract: "The Curfew agent: counts managed users' screen and app time and enforces their rules.",
         version: Agent.version)
 
     @Option(help: ArgumentHelp("State directory (default: $CURFEW_STATE_DIR, else /var/lib/curfew).", valueName: "dir"))
@@ -29,11 +29,29 @@ struct Curfewd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("D-Bus address of systemd-logind (default: the system bus), or none.", valueName: "address"))
     var logindBus: String?
 
-    @Flag(help: "Poll /proc every tick instead of following the kernel's process connector.")
+    @Flag(help: "Poll /proc (every 100 ms for apps to stop) instead of following the kernel's process connector.")
     var noProcessConnector = false
+
+    @Option(help: ArgumentHelp("Seconds between checks for apps to stop when polling (the benchmark's slow reference).", visibility: .hidden))
+    var enforcementPoll: Double = 0.1
+
+    @Flag(help: "Let a managed user with no valid policy in unrestricted (default: no screen time, logins refused).")
+    var failOpen = false
+
+    @Option(help: ArgumentHelp("Seconds between SIGTERM and SIGKILL when an app is stopped.", valueName: "seconds"))
+    var stopGrace: Double = 2
+
+    @Option(help: ArgumentHelp("Where users' runtime directories with their session bus are.", valueName: "dir"))
+    var userRuntimeRoot = "/run/user"
 
     func validate() throws {
         guard tick >= 0.05 && tick <= 60 else { throw ValidationError("tick must be between 0.05 and 60 seconds, got \(tick)") }
+        guard enforcementPoll >= 0.01 && enforcementPoll <= 60 else {
+            throw ValidationError("enforcement poll must be between 0.01 and 60 seconds, got \(enforcementPoll)")
+        }
+        guard stopGrace >= 0 && stopGrace <= 60 else {
+            throw ValidationError("stop grace must be between 0 and 60 seconds, got \(stopGrace)")
+        }
     }
 
     func run() async throws {
@@ -48,11 +66,15 @@ struct Curfewd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "curfewd")
-        let configuration = AgentConfiguration(
+        var configuration = AgentConfiguration(
             stateDirectory: state, sharedDirectory: shared, socketPath: socketPath,
             tickMilliseconds: Int64(tick * 1000),
             catalogDirectories: CatalogFiles.directories(environment: environment),
             logindBusAddress: logindBus, useProcessConnector: !noProcessConnector)
+        configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
+        configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
+        configuration.userRuntimeRoot = userRuntimeRoot
+        configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, logger: logger)

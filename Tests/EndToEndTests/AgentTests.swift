@@ -202,6 +202,9 @@ struct AgentTests {
         let (runner, account, game, _) = try setUp()
         defer { runner.cleanUp() }
         try runner.ok(["user", "add", "nobody"])
+        // The agent enforces what it manages: keep "nobody" (daemons run as it) unrestricted.
+        try runner.ok(["limit", "nobody", "unlimited"])
+        try runner.ok(["bedtime", "nobody", "off"])
         let agent = try AgentProcess(runner)
         defer { _ = agent.stop() }
         let process = try runAs(account, game, ["30"])

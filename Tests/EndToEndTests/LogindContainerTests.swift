@@ -55,6 +55,7 @@ struct LogindContainerTests {
         let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)
         defer { container.stop() }
         try container.scenario()
+        try container.enforcementScenario()
     }
 }
 
@@ -276,6 +277,134 @@ struct BootedContainer {
         let events = try curfew(["events", "--json"])
         #expect(events.contains("\"kind\": \"agent-started\"") && events.contains("\"kind\": \"agent-stopped\""), "\(events)")
         #expect(!events.contains("logind-unavailable"), "the agent used logind: \(events)\n\(diagnostics())")
+    }
+}
+
+extension BootedContainer {
+    static let enforcedState = "/var/lib/curfew-enforce"
+    static let enforcedSocket = "/run/curfew-enforce.sock"
+
+    /// `curfew` inside the container on the enforcement scenario's state directory.
+    @discardableResult
+    func enforcedCurfew(_ arguments: [String]) throws -> String {
+        try ok(
+            ["env", "CURFEW_CATALOG_DIRS=/opt/curfew/apps", "TZ=UTC", "/opt/curfew/curfew"] + arguments
+                + ["--state-dir", Self.enforcedState])
+    }
+
+    /// kid's logind sessions: id -> properties, from `loginctl list-sessions`.
+    func kidSessions() throws -> [String] {
+        try ok(["loginctl", "list-sessions", "--no-legend"]).split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            return fields.count >= 3 && fields[2] == "kid" ? fields[0] : nil
+        }
+    }
+
+    /// A console login of kid: `login -f kid` on a pseudo-terminal that script(1) records in `typescript`,
+    /// so what the agent writes to kid's terminals can be read back. Returns the session id.
+    func consoleLogin(unit: String, typescript: String) throws -> String {
+        let before = Set(try kidSessions())
+        try ok(["systemd-run", "--unit=\(unit)", "/bin/sh", "-c", "sleep 900 | script -qfec 'login -f kid' \(typescript)"])
+        var id = ""
+        try waitUntil(seconds: 20, "kid's console session") {
+            id = (try? kidSessions())?.first { !before.contains($0) } ?? ""
+            return !id.isEmpty
+        }
+        return id
+    }
+
+    func typescript(_ path: String) -> String { (try? run(["cat", path]))?.stdout ?? "" }
+
+    /// `su - kid -c true` through PAM (every login service includes common-account): exit status and
+    /// everything su printed.
+    func suKid() throws -> (status: Int32, output: String) {
+        let result = try run(["su", "-", "kid", "-c", "true"])
+        return (result.status, result.stdout + result.stderr)
+    }
+
+    /// Enforcement against real logind and real PAM: kid's console session is warned on its terminal,
+    /// ended at the limit; `su - kid` is refused with the reason until a parent's grant lets kid back
+    /// in; then a short bedtime does the same, and a later bedtime granted for tonight lets kid in.
+    func enforcementScenario() throws {
+        try enforcedCurfew(["init"])
+        try enforcedCurfew(["user", "add", "kid"])
+        try enforcedCurfew(["timezone", "kid", "UTC"])
+        try enforcedCurfew(["bedtime", "kid", "off"])
+        try enforcedCurfew(["limit", "kid", "15m"])
+        try enforcedCurfew(["warnings", "kid", "1"])
+        // 40 seconds of today's 15 minutes left (the database is the agent's; sqlite3 is in the root).
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        let today = formatter.string(from: Date())
+        try ok([
+            "sqlite3", "\(Self.enforcedState)/curfew.db",
+            "INSERT INTO usage (user, day, hour, app, milliseconds) VALUES ('kid', '\(today)', 0, '', \((15 * 60 - 40) * 1000));",
+        ])
+        // Every login service asks Curfew (the shipped snippet, pointed at this state directory).
+        let snippet = try String(
+            contentsOf: CurfewRunner.repositoryRoot.appendingPathComponent("packaging/pam/curfew"), encoding: .utf8)
+        let line = snippet.split(separator: "\n").first { $0.hasPrefix("account") }.map(String.init) ?? ""
+        #expect(line == "account required pam_exec.so quiet stdout /usr/bin/curfew check-login")
+        let wired = line.replacingOccurrences(of: "/usr/bin/curfew", with: "/opt/curfew/curfew")
+            + " --state-dir \(Self.enforcedState) --socket \(Self.enforcedSocket)"
+        try ok(["sh", "-c", "echo '\(wired)' > /etc/pam.d/curfew && echo '@include curfew' >> /etc/pam.d/common-account"])
+
+        try ok([
+            "systemd-run", "--unit=curfewd-enforce", "--property=Type=notify", "--setenv=CURFEW_CATALOG_DIRS=/opt/curfew/apps",
+            "--setenv=TZ=UTC", "/opt/curfew/curfewd", "--state-dir", Self.enforcedState, "--socket", Self.enforcedSocket,
+            "--tick", "0.25",
+        ])
+        let session = try consoleLogin(unit: "kidconsole", typescript: "/tmp/kid-console")
+        let loggedIn = Date()
+        // The final countdown reaches the terminal, then the session is ended through logind.
+        try waitUntil(seconds: 45, "the warnings on kid's terminal") {
+            typescript("/tmp/kid-console").contains("10 seconds of screen time left today")
+        }
+        let console = typescript("/tmp/kid-console")
+        #expect(console.contains("Curfew: 30 seconds left"), console)
+        try waitUntil(seconds: 20, "kid's session ended") { (try? kidSessions())?.contains(session) == false }
+        let used = Date().timeIntervalSince(loggedIn)
+        #expect(used >= 35 && used <= 47, "the session lasted \(used) s with 40 s left\n\(diagnostics())")
+        let events = try enforcedCurfew(["events", "--json"])
+        for kind in ["warning", "lockout", "session-ended"] {
+            #expect(events.contains("\"kind\": \"\(kind)\""), "\(kind): \(events)")
+        }
+
+        // A new login is refused with the reason and the time kid may log in again.
+        let refused = try suKid()
+        #expect(refused.status != 0, "su - kid got in: \(refused.output)")
+        #expect(
+            refused.output.contains("Curfew: kid may not log in now: today's limit of 15m is used up. You may log in again tomorrow at 00:00."),
+            "\(refused.output)")
+        // A parent grants 15 minutes: kid may log in again.
+        try enforcedCurfew(["grant", "kid", "15m"])
+        try waitUntil(seconds: 5, "the grant in force") { (try? suKid())?.status == 0 }
+
+        // Bedtime: a short window from the next whole minute (20 s away at least), 1-minute warning.
+        let now = Date()
+        let calendar = Calendar(identifier: .gregorian)
+        var components = calendar.dateComponents(in: TimeZone(identifier: "UTC")!, from: now.addingTimeInterval(80))
+        components.second = 0
+        components.nanosecond = 0
+        let start = calendar.date(from: components)!
+        formatter.dateFormat = "HH:mm"
+        let window = "\(formatter.string(from: start))-\(formatter.string(from: start.addingTimeInterval(600)))"
+        try enforcedCurfew(["bedtime", "kid", window])
+        let night = try consoleLogin(unit: "kidnight", typescript: "/tmp/kid-night")
+        try waitUntil(seconds: start.timeIntervalSinceNow + 5, "the bedtime countdown") {
+            typescript("/tmp/kid-night").contains("bedtime starts in 10 seconds")
+        }
+        try waitUntil(seconds: 15, "kid's session ended at bedtime") { (try? kidSessions())?.contains(night) == false }
+        #expect(Date() >= start.addingTimeInterval(-1), "ended before bedtime")
+        let atBedtime = try suKid()
+        #expect(atBedtime.status != 0)
+        #expect(atBedtime.output.contains("Curfew: kid may not log in now: it is bedtime."), "\(atBedtime.output)")
+        // Bedtime moved 30 minutes later tonight: in again.
+        formatter.dateFormat = "yyyy-MM-dd"
+        try enforcedCurfew(["grant", "kid", "0", "--bedtime", "30m", "--date", formatter.string(from: start)])
+        try waitUntil(seconds: 5, "the later bedtime in force") { (try? suKid())?.status == 0 }
+        try ok(["systemctl", "stop", "curfewd-enforce"])
     }
 }
 

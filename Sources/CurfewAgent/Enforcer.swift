@@ -1,0 +1,235 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import Foundation
+import Logging
+
+/// Acts on each managed user's sessions, several times a second: warnings before a limit or bedtime,
+/// then the lockout (end the sessions, or lock them and lock again after an unlock). Delivers the
+/// messages other parts of the agent queue for children. Apps are stopped by the tracker, which owns
+/// the process table; without logind, `logout` is carried out there too, by stopping the user's
+/// processes.
+///
+/// Owned by the enforcer thread. It has its own logind connection, so a slow call never holds up
+/// the logind watcher or the tracker.
+final class Enforcer {
+    let agent: Agent
+    let logger: Logger
+    let systemZone = ZoneRules(TimeZone.current)
+    var logind: LogindClient? = nil
+    var logindRetryAt: Int64 = 0
+    var warnings: [String: WarningTracker] = [:]
+    /// Users in a blocked state, and what was done, so each lockout is recorded once.
+    var blocked: [String: UseState] = [:]
+    /// Session id -> last time (monotonic ms) an action was asked of logind for it.
+    var lastAction: [String: Int64] = [:]
+    /// uid -> when sessions were first asked to end in the current lockout.
+    var terminateSince: [UInt32: Int64] = [:]
+    var lastKillUser: [UInt32: Int64] = [:]
+
+    /// How long a session may survive TerminateSession before every process of the user is killed.
+    static let terminateGraceMilliseconds: Int64 = 5_000
+    /// How often the same action is asked again for a session that has not complied.
+    static let repeatMilliseconds: Int64 = 2_000
+
+    init(agent: Agent) {
+        self.agent = agent
+        self.logger = agent.logger
+    }
+
+    func run(until stop: StopFlag) {
+        while !stop.isSet {
+            step(now: Int64(Date().timeIntervalSince1970 * 1000), monotonic: ClockReading.now().monotonic)
+            usleep(200_000)
+        }
+        deliver(agent.state.takeMessages())
+    }
+
+    /// One pass over every managed user.
+    func step(now: Int64, monotonic: Int64) {
+        let state = agent.state
+        let sessions = state.sessions
+        for user in state.policies.keys.sorted() {
+            guard let schedule = state.schedule(of: user, systemZone: systemZone),
+                let account = Accounts.account(named: user)
+            else { continue }
+            let live = state.live(of: user)
+            let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
+            let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []
+            let present = sessions == nil ? !(live?.running.isEmpty ?? true) || live?.counting == true : !userSessions.isEmpty
+
+            // Warnings, while the child is there to see them.
+            if present {
+                var tracker = warnings[user] ?? WarningTracker()
+                let due = tracker.update(countdowns: plan.countdowns, warnMinutes: schedule.policy.warnMinutes)
+                warnings[user] = tracker
+                for warning in due { warn(user: user, warning: warning, now: now) }
+            }
+
+            // Entering or leaving a blocked state.
+            if plan.blocked {
+                if blocked[user] != plan.decision.state {
+                    blocked[user] = plan.decision.state
+                    lockoutStarted(user: user, plan: plan, lockout: schedule.policy.lockout, zone: schedule.zone, now: now)
+                }
+            } else if blocked.removeValue(forKey: user) != nil {
+                terminateSince[account.uid] = nil
+                agent.recordEvent(
+                    AgentEvent(time: now, user: user, kind: "allowed-again", message: "\(user) may use the computer again"))
+            }
+
+            switch plan.sessionAction {
+            case .none:
+                terminateSince[account.uid] = nil
+            case .logout:
+                endSessions(userSessions, uid: account.uid, user: user, monotonic: monotonic, now: now)
+            case .lock:
+                lockSessions(userSessions, user: user, monotonic: monotonic, now: now)
+            }
+        }
+        deliver(state.takeMessages())
+    }
+
+    func warn(user: String, warning: Warning, now: Int64) {
+        logger.info("warning", metadata: ["user": "\(user)", "subject": "\(warning.subject.word)", "left.s": "\(warning.remainingSeconds)"])
+        agent.state.post(
+            AgentState.ChildMessage(
+                user: user, summary: warning.isCountdown ? "Curfew: \(Warning.describe(seconds: warning.remainingSeconds)) left" : "Curfew",
+                body: warning.message + ".", urgency: warning.isCountdown ? 2 : 1))
+        var data = JSONObject([
+            ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
+            ("thresholdSeconds", .int(warning.thresholdSeconds)),
+        ])
+        if case .app(let app) = warning.subject { data["app"] = .string(app) }
+        agent.recordEvent(AgentEvent(time: now, user: user, kind: "warning", message: warning.message, data: .object(data)))
+    }
+
+    func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Int64) {
+        let reason = plan.decision.reason ?? "use is not allowed now"
+        let until = plan.decision.allowedAgainAt.map { "; allowed again at \(zone.iso8601($0))" } ?? ""
+        let what: String
+        switch lockout {
+        case .logout: what = "sessions end and logins are refused"
+        case .lock: what = "sessions are locked"
+        case .apps: what = "apps are stopped"
+        }
+        logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
+        agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2))
+        var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
+        data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
+        agent.recordEvent(
+            AgentEvent(time: now, user: user, kind: "lockout", message: "\(reason): \(what)\(until)", data: .object(data)))
+    }
+
+    /// TerminateSession for each session, again every 2 s while it lives; if the user still has
+    /// sessions 5 s after the first call (a desktop that ignores it), KillUser with SIGKILL.
+    func endSessions(_ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64) {
+        guard !sessions.isEmpty else { return }
+        let first = terminateSince[uid] ?? monotonic
+        terminateSince[uid] = first
+        for session in sessions where due(session.id, monotonic) {
+            call("TerminateSession", user: user) { try $0.terminateSession(session.id) }
+            agent.recordEvent(
+                AgentEvent(
+                    time: now, user: user, kind: "session-ended", message: "session \(session.id) of \(user) was ended",
+                    data: .object(JSONObject([("session", .string(session.id)), ("tty", .string(session.tty))]))))
+        }
+        if monotonic - first >= Self.terminateGraceMilliseconds,
+            monotonic - (lastKillUser[uid] ?? .min / 2) >= Self.terminateGraceMilliseconds
+        {
+            lastKillUser[uid] = monotonic
+            call("KillUser", user: user) { try $0.killUser(uid, signal: SIGKILL) }
+            agent.recordEvent(
+                AgentEvent(
+                    time: now, user: user, kind: "user-killed",
+                    message: "\(user)'s sessions did not end within 5 s; every process of \(user) was killed"))
+        }
+    }
+
+    /// LockSession for each unlocked session (again whenever it is unlocked while no time is left).
+    func lockSessions(_ sessions: [LoginSession], user: String, monotonic: Int64, now: Int64) {
+        for session in sessions where !session.lockedHint && due(session.id, monotonic) {
+            call("LockSession", user: user) { try $0.lockSession(session.id) }
+            agent.recordEvent(
+                AgentEvent(
+                    time: now, user: user, kind: "session-locked", message: "session \(session.id) of \(user) was locked",
+                    data: .object(JSONObject([("session", .string(session.id))]))))
+        }
+    }
+
+    func due(_ session: String, _ monotonic: Int64) -> Bool {
+        if let last = lastAction[session], monotonic - last < Self.repeatMilliseconds { return false }
+        lastAction[session] = monotonic
+        if lastAction.count > 256 { lastAction = lastAction.filter { monotonic - $0.value < 60_000 } }
+        return true
+    }
+
+    /// One logind method call on the enforcer's own connection; a failure is logged and the
+    /// connection made again on the next call.
+    func call(_ method: String, user: String, _ body: (LogindClient) throws -> Void) {
+        let now = ClockReading.now().monotonic
+        do {
+            if logind == nil {
+                guard now >= logindRetryAt else { return }
+                logind = try LogindClient(busAddress: agent.configuration.logindBusAddress)
+            }
+            try body(logind!)
+        } catch {
+            logger.error("logind call failed", metadata: ["method": "\(method)", "user": "\(user)", "error": "\(error)"])
+            logind = nil
+            logindRetryAt = now + 1_000
+        }
+    }
+
+    /// Writes each message to the child's terminals now and sends it to their desktop from a
+    /// short-lived thread (a notification server that does not answer must not hold up enforcement).
+    func deliver(_ messages: [AgentState.ChildMessage]) {
+        for message in messages {
+            guard let account = Accounts.account(named: message.user) else { continue }
+            let terminals = TerminalMessages.write(
+                "\(message.summary): \(message.body)", toTerminalsOf: account.uid, devRoot: agent.configuration.devRoot)
+            let runtimeRoot = agent.configuration.userRuntimeRoot
+            let logger = self.logger
+            guard let address = DesktopNotifier.sessionBusAddress(uid: account.uid, runtimeRoot: runtimeRoot) else {
+                if terminals.isEmpty {
+                    logger.info("no terminal or desktop to tell", metadata: ["user": "\(message.user)"])
+                }
+                continue
+            }
+            let thread = Thread {
+                let result = DesktopNotifier.send(
+                    summary: message.summary, body: message.body, urgency: message.urgency, uid: account.uid,
+                    gid: account.gid, busAddress: address)
+                if case .failure(let error) = result {
+                    logger.info("desktop notification not delivered", metadata: ["user": "\(message.user)", "error": "\(error)"])
+                }
+            }
+            thread.start()
+        }
+    }
+}
+
+extension Agent {
+    /// The plan for one user now, from the live figures the tracker keeps.
+    func plan(for user: String, schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> EnforcementPlan {
+        Enforcement.plan(schedule: schedule, live: live, running: live?.running ?? [], catalog: catalog, now: now)
+    }
+}
+
+extension Enforcement {
+    /// The plan from the agent's live figures of one user (`live.totals` in milliseconds, `""` =
+    /// screen time; figures of another day count as nothing used yet).
+    static func plan(
+        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
+    ) -> EnforcementPlan {
+        var totals = live?.totals ?? [:]
+        if let day = live?.day, day != schedule.zone.localTime(at: now).date { totals = [:] }
+        var appSeconds: [String: Int64] = [:]
+        for (app, milliseconds) in totals where app != UsageKey.screen { appSeconds[app] = milliseconds / 1000 }
+        return plan(
+            schedule: schedule, now: now,
+            usage: DayUsage(screenSeconds: (totals[UsageKey.screen] ?? 0) / 1000, appSeconds: appSeconds),
+            running: running,
+            tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
+    }
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import CurfewAgent
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import CurfewSync
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `curfew check-login`: PAM's account check (pam_exec), for every login service.
+struct CheckLogin: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-login",
+        abstract: "Say whether a user may log in now (for pam_exec in the PAM account stack).",
+        discussion: """
+            Reads the user from --user or $PAM_USER and the service from $PAM_SERVICE. Exit 0: allowed \
+            (root and users Curfew does not manage always are). Exit 77: refused; the reason and when \
+            they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
+            login prompt. The agent is asked first; without it the policy and usage on disk decide. \
+            When a managed user's state cannot be read at all, the login is refused unless \
+            --fail-open is given or $CURFEW_FAIL_MODE is "open".
+            PAM line: account required pam_exec.so quiet stdout /usr/bin/curfew check-login
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Option(help: ArgumentHelp("The user logging in (default: $PAM_USER).", valueName: "name")) var user: String?
+    @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
+    var socket: String?
+    @Flag(help: "Let a managed user in when their state cannot be read (default: refuse).") var failOpen = false
+
+    func run() throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let name = user ?? environment["PAM_USER"], !name.isEmpty else {
+            throw CLIError("check-login needs a user: pass --user or run it from pam_exec, which sets PAM_USER", .invalidArguments)
+        }
+        guard getuid() == 0 else { throw CLIError("only root may check a login (pam_exec runs as root)", .notPermitted) }
+        if name == "root" || Accounts.account(named: name)?.uid == 0 { return }
+        let service = environment["PAM_SERVICE"] ?? "unknown"
+        let verdict = try Self.verdict(
+            user: name, service: service, location: location, socket: socket,
+            failOpen: failOpen || environment["CURFEW_FAIL_MODE"] == "open")
+        guard verdict.allowed else {
+            Output.line(verdict.message)
+            throw ExitCode(ExitStatus.notPermitted.rawValue)
+        }
+    }
+
+    static func verdict(user: String, service: String, location: LocationOptions, socket: String?, failOpen: Bool) throws
+        -> LoginVerdict
+    {
+        let environment = ProcessInfo.processInfo.environment
+        let socketPath = Locations.socket(socket, environment: environment)
+        let request = JSONValue.object(
+            JSONObject([("command", .string("check-login")), ("user", .string(user)), ("service", .string(service))]))
+        if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString),
+            case .object(let object)? = try? JSONValue.parse(answer), object["ok"] == .bool(true),
+            case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"]
+        {
+            return LoginVerdict(allowed: allowed, message: message)
+        }
+        // No agent: the records and the usage on disk decide.
+        let workspace = Workspace(location)
+        let now = Workspace.now()
+        do {
+            let scan = try workspace.scan(warningsFor: user)
+            guard let summary = scan.current(for: user), !summary.removesUser else {
+                if ManagedUsers.read(stateDirectory: workspace.stateDirectory)?.contains(user) == true {
+                    return failMode(user: user, failOpen: failOpen, why: "no valid policy can be read")
+                }
+                return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
+            }
+            let policy = try workspace.load(summary).policy ?? Policy.defaults(for: user)
+            let zone = Schedule.zone(for: policy)
+            let store = try workspace.openStore()
+            let day = zone.localTime(at: now).date
+            let totals = try store.read { try UsageTable.dayTotals(user: user, day: day, $0) }
+            let schedule = Schedule(policy: policy, zone: zone)
+            let verdict = LoginVerdict.decide(
+                user: user, schedule: schedule, usedSeconds: (totals[UsageKey.screen] ?? 0) / 1000, now: now)
+            if !verdict.allowed {
+                try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }
+            }
+            workspace.finish()
+            return verdict
+        } catch {
+            // Nothing readable: only a user this computer is known to manage is kept out.
+            guard ManagedUsers.read(stateDirectory: workspace.stateDirectory)?.contains(user) == true else {
+                return LoginVerdict(allowed: true, message: "\(user) is not known to be managed")
+            }
+            return failMode(user: user, failOpen: failOpen, why: "its state cannot be read (\(error))")
+        }
+    }
+
+    static func failMode(user: String, failOpen: Bool, why: String) -> LoginVerdict {
+        failOpen
+            ? LoginVerdict(allowed: true, message: "\(user) let in: Curfew \(why) and fails open")
+            : LoginVerdict(allowed: false, message: "Curfew: \(user) may not log in now: Curfew \(why). Ask a parent.")
+    }
+}
