@@ -35,11 +35,13 @@ let package = Package(
             ]),
         // libsystemd (libsystemd-dev): sd-daemon, sd-journal, sd-login, sd-bus.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // libc declarations the Glibc module lacks: pidfd_open, pidfd_send_signal (glibc 2.36, libc6-dev).
+        .systemLibrary(name: "CLinux"),
         // The machine: /proc, the process connector, pidfds, cgroups, logind, sd_notify, the journal.
         .target(
             name: "CurfewLinux",
             dependencies: [
-                "CurfewCore", "CSystemd",
+                "CurfewCore", "CSystemd", "CLinux",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -78,7 +80,7 @@ let package = Package(
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
         // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind.
         .target(name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd"], path: "Tests/CurfewTestSupport"),
-        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CurfewTestSupport"]),
+        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
         .testTarget(name: "CurfewAgentTests", dependencies: ["CurfewAgent"]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(

@@ -1,0 +1,17 @@
+// Declarations of libc (glibc >= 2.36, libc6-dev) that Swift's Glibc module does not import.
+// Nothing to link: the functions live in libc itself.
+#ifndef CURFEW_CLINUX_SHIM_H
+#define CURFEW_CLINUX_SHIM_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <sys/pidfd.h>
+
+// <stdlib.h> declares these only under _XOPEN_SOURCE, which the Glibc module is built without; the
+// prototypes are the ones of glibc's stdlib.h (pseudo-terminals: posix_openpt(3), ptsname(3)).
+extern int posix_openpt(int __oflag);
+extern int grantpt(int __fd);
+extern int unlockpt(int __fd);
+extern int ptsname_r(int __fd, char *__buf, size_t __buflen);
+
+#endif

@@ -1,0 +1,131 @@
+import CLinux
+import Glibc
+
+/// Desktop notifications in a user's graphical session (org.freedesktop.Notifications.Notify).
+///
+/// The agent runs as root, and a session bus (dbus-daemon or dbus-broker) accepts only its owner's
+/// uid, so the call is made by systemd's `busctl` running as that user, with a minimal environment
+/// (nothing of root's DBUS_* variables) and no supplementary groups.
+public enum DesktopNotifier {
+    static let busctlCandidates = ["/usr/bin/busctl", "/bin/busctl"]
+
+    /// Calls `Notify("Curfew", 0, "", summary, body, [], {"urgency": byte urgency}, -1)` on `busAddress`
+    /// as `uid`/`gid` (`spawnProcess`, i.e. `setpriv --clear-groups`, then `busctl call`), waiting at
+    /// most `timeoutMilliseconds` for it (then SIGKILL and reap).
+    ///
+    /// `urgency`: 0 low, 1 normal, 2 critical (larger values are sent as 2). Errors: ENOENT when busctl
+    /// is missing; the spawn's own errors; ETIMEDOUT when busctl did not finish in time; EIO when it
+    /// failed (no notification server, no bus, refused), with busctl's message in `operation`.
+    public static func send(
+        summary: String, body: String, urgency: UInt8, uid: UInt32, gid: UInt32, busAddress: String,
+        timeoutMilliseconds: Int = 3_000
+    ) -> Result<Void, LinuxError> {
+        guard let busctl = busctlCandidates.first(where: { access($0, X_OK) == 0 }) else {
+            return .failure(LinuxError(operation: "busctl (systemd) not found", errno: ENOENT))
+        }
+        let arguments = [
+            "--address=\(busAddress)", "--timeout=\(max(timeoutMilliseconds, 1))ms", "--",
+            "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+            "org.freedesktop.Notifications", "Notify", "susssasa{sv}i",
+            "Curfew", "0", "", summary, body, "0", "1", "urgency", "y", "\(min(urgency, 2))", "-1",
+        ]
+        let operation = "busctl Notify on \(busAddress) as uid \(uid)"
+        do throws(LinuxError) {
+            let result = try run(
+                busctl, arguments, uid: uid, gid: gid, timeoutMilliseconds: timeoutMilliseconds, operation: operation)
+            guard result.status != 0 else { return .success(()) }
+            let message = result.errors.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            return .failure(LinuxError(operation: "\(operation): \(describe(result.status)): \(message)", errno: EIO))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// `unix:path=RUNTIME_ROOT/UID/bus` when that socket exists (stat(2)), the address systemd's
+    /// user manager gives a session bus; nil otherwise (no session, or a bus elsewhere).
+    public static func sessionBusAddress(uid: UInt32, runtimeRoot: String = "/run/user") -> String? {
+        let path = "\(runtimeRoot)/\(uid)/bus"
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return "unix:path=" + escapeAddressValue(path)
+    }
+
+    /// D-Bus address values: bytes outside `[-0-9A-Za-z_/.\*]` are written `%XX`.
+    static func escapeAddressValue(_ value: String) -> String {
+        var escaped = ""
+        for byte in value.utf8 {
+            let character = Character(Unicode.Scalar(byte))
+            if character.isASCII && (character.isLetter || character.isNumber || "-_/.\\*".contains(character)) {
+                escaped.append(character)
+            } else {
+                escaped += "%" + String(byte >> 4, radix: 16) + String(byte & 0xF, radix: 16)
+            }
+        }
+        return escaped
+    }
+
+    private static func describe(_ status: Int32) -> String {
+        status & 0x7F == 0 ? "exited with status \((status >> 8) & 0xFF)" : "killed by signal \(status & 0x7F)"
+    }
+
+    /// Runs `path` as `uid`/`gid` with standard output to /dev/null and standard error collected
+    /// (up to 4 KiB); waits on a pidfd (pidfd_open(2), poll(2)) until it exits or the time is up.
+    private static func run(
+        _ path: String, _ arguments: [String], uid: UInt32, gid: UInt32, timeoutMilliseconds: Int, operation: String
+    ) throws(LinuxError) -> (status: Int32, errors: String) {
+        let deadline = ClockReading.read(CLOCK_MONOTONIC) + Int64(timeoutMilliseconds)
+        // A socket pair rather than a pipe: socketpair takes SOCK_CLOEXEC (Swift does not import pipe2),
+        // so children spawned meanwhile by other threads do not keep the write end open.
+        var errorsPair: [Int32] = [-1, -1]
+        try LinuxError.check("socketpair for \(operation)") {
+            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &errorsPair)
+        }
+        defer { close(errorsPair[0]) }
+        let pid: Int32
+        do {
+            defer { close(errorsPair[1]) }
+            let options = SpawnOptions(
+                environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], output: "/dev/null",
+                passing: [SpawnOptions.Passing(from: errorsPair[1], to: 2)])
+            pid = try spawnProcess(path, arguments, uid: uid, gid: gid, options: options)
+        }
+        // Our unreaped child: its PID cannot be reused until we reap it, so kill(pid) is safe here.
+        let pidfd = pidfd_open(pid, 0)
+        defer { if pidfd >= 0 { close(pidfd) } }
+        _ = fcntl(errorsPair[0], F_SETFL, O_NONBLOCK)
+        var errors: [UInt8] = []
+        var readable = true
+        while true {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                drain(errorsPair[0], into: &errors)
+                return (status, String(decoding: errors, as: UTF8.self))
+            }
+            let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
+            if left <= 0 {
+                killAndReap(pid)
+                throw LinuxError(operation: "\(operation): no answer within \(timeoutMilliseconds) ms", errno: ETIMEDOUT)
+            }
+            // Without a pidfd (it cannot fail for our own child, but still), wake up every 10 ms.
+            var pollers = [
+                pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: readable ? errorsPair[0] : -1, events: Int16(POLLIN), revents: 0),
+            ]
+            let slice = pidfd >= 0 ? left : min(left, 10)
+            _ = poll(&pollers, 2, Int32(min(slice, Int64(Int32.max))))
+            if pollers[1].revents != 0 { readable = drain(errorsPair[0], into: &errors) }
+        }
+    }
+
+    /// Reads what is there (non-blocking) into `bytes`, keeping the first 4 KiB; false at end of file.
+    @discardableResult
+    private static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count == 0 { return false }
+            if count < 0 { return errno == EINTR || errno == EAGAIN }
+            if bytes.count < 4096 { bytes += chunk.prefix(min(count, 4096 - bytes.count)) }
+        }
+    }
+}

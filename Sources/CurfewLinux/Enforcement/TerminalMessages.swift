@@ -1,0 +1,86 @@
+import Glibc
+
+/// Messages on a user's terminals, as wall(1) writes them.
+public enum TerminalMessages {
+    /// Writes `text` to every terminal owned by `uid`: the character devices `devRoot/pts/N` and
+    /// `devRoot/ttyN` whose owner (st_uid) is `uid`, which is how login, getty, sshd, su and terminal
+    /// emulators hand a terminal to its user. Returns the paths the whole message was written to.
+    ///
+    /// The message is a bell, a `Curfew:` banner line and the text, with CRLF line ends and control
+    /// characters shown as `?` (a message cannot carry escape sequences to the terminal). Each
+    /// terminal is opened O_WRONLY|O_NOCTTY|O_NONBLOCK (open(2), write(2)): a terminal whose output is
+    /// stopped (^S) or full gets what fits, and the caller is never blocked.
+    public static func write(_ text: String, toTerminalsOf uid: UInt32, devRoot: String = "/dev") -> [String] {
+        let message = format(text)
+        var written: [String] = []
+        for path in terminals(in: devRoot) where owner(of: path) == uid {
+            if write(message, to: path, uid: uid) { written.append(path) }
+        }
+        return written
+    }
+
+    /// The bytes written: bell, banner, text, each line ended by CRLF.
+    static func format(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = [0x07] + Array("\r\nCurfew:\r\n".utf8)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        for line in lines {
+            for byte in line.utf8 where byte != UInt8(ascii: "\r") {
+                bytes.append(byte < 0x20 && byte != UInt8(ascii: "\t") || byte == 0x7F ? UInt8(ascii: "?") : byte)
+            }
+            bytes += [UInt8(ascii: "\r"), UInt8(ascii: "\n")]
+        }
+        return bytes
+    }
+
+    /// `devRoot/pts/<digits>` and `devRoot/tty<digits>` (virtual consoles), sorted.
+    static func terminals(in devRoot: String) -> [String] {
+        func names(in directory: String, prefix: String) -> [String] {
+            guard let stream = opendir(directory) else { return [] }
+            defer { closedir(stream) }
+            var found: [String] = []
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                    String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                guard name.hasPrefix(prefix) else { continue }
+                let number = name.dropFirst(prefix.count)
+                if !number.isEmpty && number.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                    found.append(name)
+                }
+            }
+            return found.sorted { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }
+        }
+        return names(in: "\(devRoot)/pts", prefix: "").map { "\(devRoot)/pts/\($0)" }
+            + names(in: devRoot, prefix: "tty").map { "\(devRoot)/\($0)" }
+    }
+
+    /// stat(2): the owner of a character device; nil for anything else.
+    static func owner(of path: String) -> UInt32? {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFCHR else { return nil }
+        return status.st_uid
+    }
+
+    /// open(2) without blocking or becoming our controlling terminal, fstat(2) that what was opened is
+    /// still `uid`'s terminal (it may have been handed on since `owner`), write(2) once per chunk.
+    private static func write(_ message: [UInt8], to path: String, uid: UInt32) -> Bool {
+        guard
+            let fd = try? LinuxError.check(
+                "open \(path)", { open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW) })
+        else { return false }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFCHR, status.st_uid == uid, isatty(fd) == 1
+        else { return false }
+        var offset = 0
+        while offset < message.count {
+            let count = message.withUnsafeBytes { bytes in
+                try? LinuxError.check("write \(path)") { Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            }
+            guard let count, count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+}
