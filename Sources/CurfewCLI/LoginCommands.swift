@@ -81,7 +81,8 @@ struct CheckLogin: ParsableCommand {
             let verdict = LoginVerdict.decide(
                 user: user, schedule: schedule, usedSeconds: (totals[UsageKey.screen] ?? 0) / 1000, now: now)
             if !verdict.allowed {
-                try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }
+                // The refusal stands even if the audit log cannot take it (a read-only disk, say).
+                _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }
             }
             workspace.finish()
             return verdict

@@ -1,3 +1,4 @@
+import CLinux
 import CurfewLinux
 import CurfewTestSupport
 import Foundation
@@ -15,10 +16,11 @@ final class UserTerminal {
 
     init(owner: Accounts.Account) throws {
         master = posix_openpt(O_RDWR | O_NOCTTY)
-        guard master >= 0, grantpt(master) == 0, unlockpt(master) == 0, let name = ptsname(master) else {
+        var name = [CChar](repeating: 0, count: 128)
+        guard master >= 0, grantpt(master) == 0, unlockpt(master) == 0, ptsname_r(master, &name, name.count) == 0 else {
             throw TestFailure("cannot open a pty: errno \(errno)")
         }
-        path = String(cString: name)
+        path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard chown(path, owner.uid, owner.gid) == 0 else { throw TestFailure("chown \(path): errno \(errno)") }
         _ = fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK)
     }
@@ -202,7 +204,7 @@ struct EnforcementEndToEndTests {
         let agent = try agent(runner)
         defer { _ = agent.stop() }
         try waitUntil(seconds: 3, "the first warning") { terminal.read().contains("of screen time left today") }
-        #expect(terminal.text.contains("Curfew: 1"), terminal.text)
+        #expect(terminal.text.contains("Curfew: 1"), "\(terminal.text)")
         try waitUntil(seconds: 8, "the 10-second countdown") { terminal.read().contains("10 seconds of screen time left today") }
         #expect(death(of: process, within: 8) != nil, "no lockout\n\(agent.log)")
         try waitUntil(seconds: 3, "the lockout message") { terminal.read().contains("Curfew: time is up") }
@@ -256,7 +258,7 @@ struct EnforcementEndToEndTests {
         for record in try runner.recordFiles() { try FileManager.default.removeItem(atPath: "\(runner.sharedDir)/records/\(record)") }
         agent = try self.agent(runner)
         let kept = try runner.ok(["status", account.name, "--json", "--socket", agent.socketPath]).stdout
-        #expect(kept.contains("\"limitMinutes\": 15"), kept)
+        #expect(kept.contains("\"limitMinutes\": 15"), "\(kept)")
         #expect(try events(runner, kind: "policy-kept").count >= 1)
         #expect(agent.stop() == 0)
 
