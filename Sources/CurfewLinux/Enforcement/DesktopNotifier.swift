@@ -23,8 +23,10 @@ public enum DesktopNotifier {
         guard let busctl = busctlCandidates.first(where: { access($0, X_OK) == 0 }) else {
             return .failure(LinuxError(operation: "busctl (systemd) not found", errno: ENOENT))
         }
+        // busctl's own limit is a second later than ours, so the answer to "no reply in time" is always
+        // ours (ETIMEDOUT), whichever stage (connect, authentication, call) hangs.
         let arguments = [
-            "--address=\(busAddress)", "--timeout=\(max(timeoutMilliseconds, 1))ms", "--",
+            "--address=\(busAddress)", "--timeout=\(max(timeoutMilliseconds, 0) + 1_000)ms", "--",
             "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
             "org.freedesktop.Notifications", "Notify", "susssasa{sv}i",
             "Curfew", "0", "", summary, body, "0", "1", "urgency", "y", "\(min(urgency, 2))", "-1",

@@ -58,8 +58,10 @@ public final class ProcessHandle: Sendable {
         return handle
     }
 
-    /// pidfd_send_signal(2). A process that has exited (ESRCH, a zombie included) is not an error:
-    /// this returns false. True when the signal was delivered.
+    /// pidfd_send_signal(2). True when the kernel accepted the signal (a zombie accepts and ignores
+    /// it); false when the process has been reaped (ESRCH), which is not an error: what was to be
+    /// stopped is gone, and the descriptor never names a later process with the same PID. Other
+    /// errors (EPERM) are thrown.
     @discardableResult
     public func signal(_ signal: Int32) throws(LinuxError) -> Bool {
         do {
