@@ -206,7 +206,7 @@ struct EnforcementEndToEndTests {
         try waitUntil(seconds: 3, "the first warning") { terminal.read().contains("of screen time left today") }
         #expect(terminal.text.contains("Curfew: 1"), "\(terminal.text)")
         try waitUntil(seconds: 8, "the 10-second countdown") { terminal.read().contains("10 seconds of screen time left today") }
-        #expect(death(of: process, within: 8) != nil, "no lockout\n\(agent.log)")
+        #expect(death(of: process, within: 14) != nil, "no lockout\n\(agent.log)")
         try waitUntil(seconds: 3, "the lockout message") { terminal.read().contains("Curfew: time is up") }
         let warnings = try events(runner, kind: "warning")
         #expect(warnings.count == 2, "\(warnings)")
