@@ -43,6 +43,10 @@ public final class Tracker {
     /// is not available: a blocked app dies within this much of its exec, plus the time to parse it.
     let enforcementPollMilliseconds: Int64
     var lastEnforcement: Int64 = 0
+    /// Whether, at the last pass, some managed user had app rules or was blocked: only then are
+    /// processes checked between ticks.
+    var mayStopSomething = false
+    var enforcedUIDs = Set<UInt32>()
     let watchdog = SystemdNotify.watchdogInterval() != nil
 
     /// The clocks; tests pass their own to move the wall clock.
@@ -103,7 +107,7 @@ public final class Tracker {
                     do {
                         let events = try connector.next(timeoutMilliseconds: wait)
                         apply(events)
-                        if !events.isEmpty { enforceApps() }
+                        if concernsEnforcedUser(events) { enforceApps() }
                     } catch {
                         logger.warning("process connector failed; polling", metadata: ["error": "\(error)"])
                         usleep(UInt32(wait) * 1000)
@@ -111,9 +115,11 @@ public final class Tracker {
                 } else {
                     usleep(UInt32(wait) * 1000)
                     // Polling: new processes show up in the cheap /proc check, execs in the readlink
-                    // of each managed user's processes.
-                    _ = sampler.sample()
-                    enforceApps()
+                    // of each managed user's processes; only while something may have to be stopped.
+                    if mayStopSomething {
+                        _ = sampler.sample()
+                        enforceApps()
+                    }
                 }
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
@@ -122,6 +128,24 @@ public final class Tracker {
         }
         tick()
         flush(force: true)
+    }
+
+    /// Whether a batch of connector events started or changed a process of a user whose apps may
+    /// have to be stopped.
+    func concernsEnforcedUser(_ events: [ProcessEvent]) -> Bool {
+        guard mayStopSomething else { return false }
+        let cached = sampler.cached
+        for event in events {
+            switch event {
+            case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
+                if let uid = cached[pid]?.uid, enforcedUIDs.contains(uid) { return true }
+            case .overrun:
+                return true
+            case .exit:
+                continue
+            }
+        }
+        return false
     }
 
     func apply(_ events: [ProcessEvent]) {
@@ -242,6 +266,11 @@ public final class Tracker {
         let policies = state.policies
         let monotonic = clock().monotonic
         lastEnforcement = monotonic
+        var enforced = Set<UInt32>()
+        defer {
+            enforcedUIDs = enforced
+            mayStopSomething = !enforced.isEmpty
+        }
         guard !policies.isEmpty else { return }
         let processes = sampler.cached
         let now = clock().wall
@@ -253,6 +282,7 @@ public final class Tracker {
             if !hasAppRules && schedule.state(at: now / 1000, usedSeconds: (live[user]?.totals[UsageKey.screen] ?? 0) / 1000) == .allowed {
                 continue
             }
+            enforced.insert(account.uid)
             var mine: [TrackedProcess] = []
             for process in processes.values where process.uid == account.uid {
                 if connector == nil {
