@@ -100,7 +100,9 @@ public final class Agent: Sendable {
         for ignored in result.ignored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
         }
+        for grant in result.unannouncedGrants { events.append(Agent.grantEvent(grant, now: now)) }
         state.setPolicies(result.policies, versions: result.versions)
+        state.setAdjustments(result.adjustments)
         if !events.isEmpty { try store.write { db in for event in events { try EventLog.append(event, db) } } }
     }
 
@@ -233,7 +235,7 @@ public final class Agent: Sendable {
         let live = state.live(of: user)
         return UserStatus.make(
             user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
-            counting: live?.counting ?? false)
+            counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:])
     }
 
     public static let version = "0.1.0"

@@ -16,6 +16,7 @@ public final class AgentState: Sendable {
     struct Contents: Sendable {
         var policies: [String: Policy] = [:]
         var versions: [String: Int] = [:]
+        var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
         /// nil while logind is not available.
         var sessions: [LoginSession]? = nil
         var sessionsChanged = true
@@ -35,6 +36,13 @@ public final class AgentState: Sendable {
             $0.policies = policies
             $0.versions = versions
         }
+    }
+
+    /// Extra time per managed user and local day, from the parents' grants.
+    public var adjustments: [String: [LocalDate: DayAdjustment]] { contents.withLock { $0.adjustments } }
+
+    public func setAdjustments(_ adjustments: [String: [LocalDate: DayAdjustment]]) {
+        contents.withLock { $0.adjustments = adjustments }
     }
 
     public func version(of user: String) -> Int? { contents.withLock { $0.versions[user] } }

@@ -20,6 +20,10 @@ public struct PolicyLoader: Sendable {
         public var policies: [String: Policy]
         public var versions: [String: Int]
         public var ignored: [IgnoredRecord]
+        /// Extra time per managed user and local day: every valid, trusted grant added up.
+        public var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
+        /// Valid, trusted grants of managed users that no `extra-time-granted` event mentions yet.
+        public var unannouncedGrants: [GrantSummary] = []
     }
 
     public func load(previous: [String: Policy], logger: Logger) throws -> Result {
@@ -46,6 +50,10 @@ public struct PolicyLoader: Sendable {
                 if let old = previous[user] { policies[user] = old }
             }
         }
-        return Result(policies: policies, versions: versions, ignored: scan.ignored)
+        let grants = scan.grants.filter { policies[$0.user] != nil }
+        let announced = try store.read { try EventLog.grantsAnnounced($0) }
+        return Result(
+            policies: policies, versions: versions, ignored: scan.ignored, adjustments: GrantFold.adjustments(grants),
+            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) })
     }
 }

@@ -13,7 +13,7 @@ public struct Curfew: ParsableCommand {
         subcommands: [
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
             LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
-            Status.self, Report.self, Events.self,
+            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self,
         ])
 
     public init() {}
