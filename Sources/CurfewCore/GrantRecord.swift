@@ -105,11 +105,11 @@ public struct GrantRecord: Sendable, Equatable {
     }
 
     static func parse(object: JSONObject, bytes: [UInt8]) throws(RecordError) -> (record: GrantRecord, signature: String) {
-        for key in object.keys where !fields.contains(key) {
-            throw RecordError("unknown record field \(quoted(key))")
-        }
         guard case .string(let kind)? = object["kind"], kind == RecordFormat.grantKind else {
             throw RecordError("record field \"kind\" must be \"\(RecordFormat.grantKind)\"")
+        }
+        for key in object.keys where !fields.contains(key) {
+            throw RecordError("unknown record field \(quoted(key))")
         }
         guard JSONValue.object(object).canonicalBytes == bytes else { throw RecordError("record is not in canonical form") }
         guard case .string(let user)? = object["user"] else { throw RecordError("record field \"user\" must be a string") }

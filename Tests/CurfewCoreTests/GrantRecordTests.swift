@@ -104,7 +104,7 @@ struct GrantRecordTests {
 
     @Test("a grant file is not a policy record and a policy record is not a grant")
     func kindsDoNotMix() {
-        #expect(throws: RecordError(#"record field "kind" must be "policy""#)) {
+        #expect(throws: RecordError(#"unknown record field "bedtimeDelayMinutes""#)) {
             _ = try PolicyRecord.parse(Array(GrantFixture.fileText.utf8))
         }
         #expect(throws: RecordError(#"record field "kind" must be "grant""#)) {
