@@ -122,9 +122,6 @@ public struct GrantRecord: Sendable, Equatable {
         guard case .int(let extra)? = object["extraMinutes"], case .int(let delay)? = object["bedtimeDelayMinutes"] else {
             throw RecordError("record fields \"extraMinutes\" and \"bedtimeDelayMinutes\" must be whole numbers")
         }
-        guard abs(extra) <= Int64(Int32.max), abs(delay) <= Int64(Int32.max) else {
-            throw RecordError("extra time must be between 0 and \(maxMinutes) minutes, got \(max(extra, delay))")
-        }
         do {
             try validate(extraMinutes: Int(extra), bedtimeDelayMinutes: Int(delay))
         } catch { throw RecordError(error.message) }

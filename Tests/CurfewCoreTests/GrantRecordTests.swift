@@ -75,6 +75,9 @@ struct GrantRecordTests {
             "negative delay", GrantFixture.bytes { $0["bedtimeDelayMinutes"] = .int(-5) },
             "bedtime delay must be between 0 and 480 minutes, got -5"),
         RecordErrorCase(
+            "huge delay", GrantFixture.bytes { $0["bedtimeDelayMinutes"] = .int(Int64.max) },
+            "bedtime delay must be between 0 and 480 minutes, got \(Int64.max)"),
+        RecordErrorCase(
             "nothing granted",
             GrantFixture.bytes {
                 $0["extraMinutes"] = .int(0)
