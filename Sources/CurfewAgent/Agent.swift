@@ -158,7 +158,11 @@ public final class Agent: Sendable {
         for ignored in result.ignored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
         }
+        for grant in result.unannouncedGrants where policies[grant.user] != nil {
+            events.append(Agent.grantEvent(grant, now: now))
+        }
         state.setPolicies(policies, versions: versions)
+        state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         try store.write { db in
             for (user, policy) in result.policies {
                 guard let version = result.versions[user], version > (stored[user].flatMap(Agent.decodeLastGood)?.version ?? 0)
@@ -323,7 +327,7 @@ public final class Agent: Sendable {
         let live = state.live(of: user)
         return UserStatus.make(
             user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
-            counting: live?.counting ?? false)
+            counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:])
     }
 
     public static let version = "0.1.0"

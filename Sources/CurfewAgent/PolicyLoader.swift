@@ -22,6 +22,10 @@ public struct PolicyLoader: Sendable {
         public var ignored: [IgnoredRecord]
         /// Users whose record in force removes them: no longer managed, on purpose.
         public var removed: Set<String>
+        /// Extra time per managed user and local day: every valid, trusted grant added up.
+        public var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
+        /// Valid, trusted grants of managed users that no `extra-time-granted` event mentions yet.
+        public var unannouncedGrants: [GrantSummary] = []
     }
 
     public func load(previous: [String: Policy], logger: Logger) throws -> Result {
@@ -49,6 +53,12 @@ public struct PolicyLoader: Sendable {
             }
         }
         let removed = Set(PolicyFold.currentByUser(scan.valid).values.filter(\.removesUser).map(\.user))
-        return Result(policies: policies, versions: versions, ignored: scan.ignored, removed: removed)
+        // Grants of users still managed; the agent drops those of users it does not enforce at all.
+        let grants = scan.grants.filter { !removed.contains($0.user) }
+        let announced = try store.read { try EventLog.grantsAnnounced($0) }
+        return Result(
+            policies: policies, versions: versions, ignored: scan.ignored, removed: removed,
+            adjustments: GrantFold.adjustments(grants),
+            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) })
     }
 }

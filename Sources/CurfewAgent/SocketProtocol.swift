@@ -5,6 +5,8 @@ import Foundation
 /// The agent's socket speaks one JSON object per line: `{"command": "status", "user": "kid"}` in,
 /// `{"ok": true, "status": {...}}` or `{"ok": false, "error": "not-permitted", "message": "..."}` out.
 /// Root may ask about anyone; any other caller only about the account the kernel says they are.
+/// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user records a request
+/// for more time: `{"ok": true, "request": {"id": 4, ...}}`.
 public enum SocketProtocol {
     public static func answer(request line: String, callerUID: UInt32, agent: Agent) -> JSONValue {
         guard let request = try? JSONValue.parse(line), case .object(let object) = request,
@@ -37,6 +39,8 @@ public enum SocketProtocol {
             let verdict = agent.checkLogin(user: user, service: service, now: Int64(Date().timeIntervalSince1970))
             return .object(
                 JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
+        case "request":
+            return answerTimeRequest(object, callerUID: callerUID, agent: agent)
         default:
             return failure("bad-request", "unknown command \(quoted(command))")
         }

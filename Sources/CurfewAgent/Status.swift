@@ -17,21 +17,24 @@ public struct UserStatus: Sendable, Equatable {
     /// Whether screen time is being counted right now (nil when the agent is not running).
     public var counting: Bool?
     public var zone: ZoneRules
+    /// Extra time granted for the day (already part of the decision's limit).
+    public var adjustment: DayAdjustment = DayAdjustment()
 
     /// Today's status from the day's totals (`""` = screen time) and the running apps.
     public static func make(
         user: String, policy: Policy, zone: ZoneRules, now: Int64, totals: [String: Int64], running: Set<String>,
-        counting: Bool?
+        counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:]
     ) -> UserStatus {
         let screen = totals[UsageKey.screen] ?? 0
-        let decision = Schedule(policy: policy, zone: zone).decide(now: now, usedSeconds: screen / 1000)
+        let decision = Schedule(policy: policy, zone: zone, adjustments: adjustments)
+            .decide(now: now, usedSeconds: screen / 1000)
         var names = Set(totals.keys.filter { $0 != UsageKey.screen }).union(running)
         names.subtract(Accounting.sessionPlumbing)
         let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
             .sorted { ($0.milliseconds, $1.app) > ($1.milliseconds, $0.app) }
         return UserStatus(
             user: user, date: decision.date, timezone: zone.identifier, screenMilliseconds: screen, decision: decision,
-            apps: apps, counting: counting, zone: zone)
+            apps: apps, counting: counting, zone: zone, adjustment: adjustments[decision.date] ?? DayAdjustment())
     }
 
     public static func == (lhs: UserStatus, rhs: UserStatus) -> Bool {
@@ -48,6 +51,8 @@ public struct UserStatus: Sendable, Equatable {
             ("timezone", .string(timezone)),
             ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
             ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
+            ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
+            ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
             ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
             ("state", .string(decision.state.rawValue)),
         ])

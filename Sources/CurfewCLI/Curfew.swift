@@ -13,7 +13,8 @@ public struct Curfew: ParsableCommand {
         subcommands: [
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
             LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
-            Status.self, Report.self, Events.self, CheckLogin.self,
+            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self,
+            CheckLogin.self,
         ])
 
     public init() {}

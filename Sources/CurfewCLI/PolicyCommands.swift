@@ -140,7 +140,9 @@ struct ScheduleCommand: ParsableCommand {
         let (policy, _) = try workspace.currentPolicy(of: user)
         let zone = Schedule.zone(for: policy)
         let day = requested ?? zone.localTime(at: Workspace.now()).date
-        let schedule = Schedule(policy: policy, zone: zone)
+        let adjustments = try workspace.scan(warningsFor: user).adjustments[user] ?? [:]
+        let adjustment = adjustments[day] ?? DayAdjustment()
+        let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
         let periods = schedule.periods(on: day)
         workspace.finish()
         let limit = schedule.limitMinutes(on: day)
@@ -150,6 +152,8 @@ struct ScheduleCommand: ParsableCommand {
                 ("date", .string("\(day)")),
                 ("timezone", .string(zone.identifier)),
                 ("limitMinutes", limit.map { .int(Int64($0)) } ?? .null),
+                ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
+                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
                 (
                     "periods",
                     .array(
@@ -180,7 +184,13 @@ struct ScheduleCommand: ParsableCommand {
         let rows = periods.map { ["\(clock($0.start))-\(clock($0.end))", $0.state.rawValue, hours($0.seconds)] }
         table(rows).forEach { Output.line($0) }
         let limitText = limit.map { TimeAllowance.format(minutes: $0) } ?? "unlimited"
-        Output.line("daily limit \(limitText) within \(hours(allowed)) allowed")
+        let granted = [
+            adjustment.extraMinutes > 0 ? "\(TimeAllowance.format(minutes: adjustment.extraMinutes)) extra" : nil,
+            adjustment.bedtimeDelayMinutes > 0
+                ? "bedtime \(TimeAllowance.format(minutes: adjustment.bedtimeDelayMinutes)) later" : nil,
+        ].compactMap { $0 }
+        let grantText = granted.isEmpty ? "" : " (granted: \(granted.joined(separator: ", ")))"
+        Output.line("daily limit \(limitText) within \(hours(allowed)) allowed\(grantText)")
     }
 
     /// `24h`, `23h`, `24h30m`, `6h`, `45m`.

@@ -62,7 +62,11 @@ struct Status: ParsableCommand {
             let now = Workspace.now()
             let day = zone.localTime(at: now).date
             let totals = try workspace.openStore().read { try UsageTable.dayTotals(user: target, day: day, $0) }
-            status = UserStatus.make(user: target, policy: policy, zone: zone, now: now, totals: totals, running: [], counting: nil).json
+            let adjustments = try workspace.scan(warningsFor: target).adjustments[target] ?? [:]
+            status = UserStatus.make(
+                user: target, policy: policy, zone: zone, now: now, totals: totals, running: [], counting: nil,
+                adjustments: adjustments
+            ).json
             workspace.finish()
         }
         if json {
@@ -79,13 +83,18 @@ struct Status: ParsableCommand {
         var lines = ["\(string("user") ?? "?") on \(string("date") ?? "?") (\(string("timezone") ?? "?"))"]
         var rows: [[String]] = []
         let used = formatSeconds(int("screenSeconds") ?? 0)
+        let extra = int("extraMinutes") ?? 0
         if let limit = int("limitMinutes") {
-            rows.append(["screen time", "\(used) of \(TimeAllowance.format(minutes: Int(limit)))"])
+            let granted = extra > 0 ? " (\(TimeAllowance.format(minutes: Int(extra))) extra granted)" : ""
+            rows.append(["screen time", "\(used) of \(TimeAllowance.format(minutes: Int(limit)))\(granted)"])
         } else {
             rows.append(["screen time", "\(used) (no daily limit)"])
         }
         if let remaining = int("remainingSeconds") {
             rows.append(["time left", formatSeconds(remaining)])
+        }
+        if let delay = int("bedtimeDelayMinutes"), delay > 0 {
+            rows.append(["bedtime", "\(TimeAllowance.format(minutes: Int(delay))) later tonight (granted)"])
         }
         var state = string("state") ?? "?"
         if let reason = string("reason") { state += ": \(reason)" }

@@ -25,6 +25,8 @@ public struct FileIdentity: Sendable, Equatable, Hashable {
 public struct IndexedRecord: Sendable, Equatable {
     public enum Verdict: Sendable, Equatable {
         case valid(RecordSummary)
+        /// A correctly signed grant of extra time.
+        case validGrant(GrantSummary)
         case invalid(reason: String)
     }
 
@@ -48,14 +50,24 @@ public enum RecordIndex {
             db,
             sql: """
                 SELECT name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
-                       base_version, author, time, removes_user
+                       base_version, author, time, removes_user, kind, date, extra_minutes,
+                       bedtime_delay_minutes, request_id
                 FROM record_index
                 """)
         while let row = try rows.next() {
             let name: String = row[0]
             let identity = FileIdentity(device: row[1], inode: row[2], size: row[3], mtimeNanoseconds: row[4], ctimeNanoseconds: row[5])
             let verdict: IndexedRecord.Verdict
-            if (row[6] as String) == "valid", let user: String = row[8], let version: Int = row[9],
+            let kind: String? = row[14]
+            if (row[6] as String) == "valid", kind == RecordFormat.grantKind, let user: String = row[8],
+                let author: String = row[11], let time: Int64 = row[12], let dateText: String = row[15],
+                let date = try? LocalDate.parse(dateText), let extra: Int = row[16], let delay: Int = row[17]
+            {
+                verdict = .validGrant(
+                    GrantSummary(
+                        id: name, user: user, date: date, extraMinutes: extra, bedtimeDelayMinutes: delay, author: author,
+                        time: time, requestId: row[18]))
+            } else if (row[6] as String) == "valid", kind != RecordFormat.grantKind, let user: String = row[8], let version: Int = row[9],
                 let base: Int = row[10], let author: String = row[11], let time: Int64 = row[12],
                 let removes: Bool = row[13]
             {
@@ -76,8 +88,9 @@ public enum RecordIndex {
             sql: """
                 INSERT OR REPLACE INTO record_index
                     (name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
-                     base_version, author, time, removes_user)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     base_version, author, time, removes_user, kind, date, extra_minutes,
+                     bedtime_delay_minutes, request_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for entry in entries {
             let identity = entry.identity
@@ -89,10 +102,15 @@ public enum RecordIndex {
             case .valid(let summary):
                 arguments += [
                     "valid", nil, summary.user, summary.version, summary.baseVersion, summary.author, summary.time,
-                    summary.removesUser,
+                    summary.removesUser, RecordFormat.policyKind, nil, nil, nil, nil,
+                ]
+            case .validGrant(let grant):
+                arguments += [
+                    "valid", nil, grant.user, nil, nil, grant.author, grant.time, nil, RecordFormat.grantKind,
+                    "\(grant.date)", grant.extraMinutes, grant.bedtimeDelayMinutes, grant.requestId,
                 ]
             case .invalid(let reason):
-                arguments += ["invalid", reason, nil, nil, nil, nil, nil, nil]
+                arguments += ["invalid", reason, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil]
             }
             try statement.execute(arguments: arguments)
         }

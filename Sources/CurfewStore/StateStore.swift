@@ -90,6 +90,34 @@ public final class StateStore: Sendable {
                     );
                     """)
         }
+        migrator.registerMigration("v3-grants-requests") { db in
+            // Versions before grants called a grant file invalid; forget every invalid verdict so
+            // such files are checked again by code that knows grants.
+            try db.execute(
+                sql: """
+                    ALTER TABLE record_index ADD COLUMN kind TEXT NOT NULL DEFAULT 'policy'
+                        CHECK (kind IN ('policy', 'grant'));
+                    ALTER TABLE record_index ADD COLUMN date TEXT;
+                    ALTER TABLE record_index ADD COLUMN extra_minutes INTEGER;
+                    ALTER TABLE record_index ADD COLUMN bedtime_delay_minutes INTEGER;
+                    ALTER TABLE record_index ADD COLUMN request_id INTEGER;
+                    DELETE FROM record_index WHERE verdict = 'invalid';
+                    CREATE TABLE requests (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        user TEXT NOT NULL,
+                        minutes INTEGER NOT NULL CHECK (minutes BETWEEN 1 AND 480),
+                        reason TEXT,
+                        created_ms INTEGER NOT NULL,
+                        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'denied')),
+                        answered_ms INTEGER,
+                        granted_minutes INTEGER,
+                        answered_by TEXT,
+                        notified INTEGER NOT NULL DEFAULT 0 CHECK (notified IN (0, 1))
+                    );
+                    CREATE INDEX requests_status ON requests(status);
+                    CREATE INDEX requests_user ON requests(user, created_ms);
+                    """)
+        }
         return migrator
     }
 }

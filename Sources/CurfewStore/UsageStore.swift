@@ -100,6 +100,24 @@ public enum EventLog {
     }
 }
 
+extension EventLog {
+    /// The kind of event that says a grant of extra time is in force; its data names the record.
+    public static let extraTimeGranted = "extra-time-granted"
+
+    /// The record ids of grants an `extra-time-granted` event already mentions.
+    public static func grantsAnnounced(_ db: Database) throws -> Set<String> {
+        var ids = Set<String>()
+        let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT data FROM events WHERE kind = ?", arguments: [extraTimeGranted])
+        while let row = try rows.next() {
+            guard let text: String = row[0], case .object(let object)? = try? JSONValue.parse(text),
+                case .string(let id)? = object["record"]
+            else { continue }
+            ids.insert(id)
+        }
+        return ids
+    }
+}
+
 /// Small facts the agent keeps between runs (`agent_state`).
 public enum AgentStateTable {
     public static func get(_ key: String, _ db: Database) throws -> String? {

@@ -2,7 +2,7 @@ import CurfewCore
 import CurfewStore
 
 /// The directory that carries records between computers (`<shared-dir>`): `records/` holds signed
-/// policy records, `confirmations/<machine-id>/` what each computer applied.
+/// policy records and grants of extra time, `confirmations/<machine-id>/` what each computer applied.
 public struct SharedDirectory: Sendable {
     public let path: String
 
@@ -34,6 +34,16 @@ public struct SharedDirectory: Sendable {
         return name
     }
 
+    /// Signs a grant (after checking its rules) and writes it under `records/` like a policy record.
+    public func publish(_ grant: GrantRecord, signedBy key: SigningKey) throws -> String {
+        precondition(grant.author == key.id, "a record's author must be the key that signs it")
+        try grant.validate()
+        let bytes = grant.fileBytes(signature: try key.sign(grant.signingBytes))
+        let name = "\(sha256Hex(bytes)).json"
+        try Files.writeAtomically(bytes, directory: recordsPath, name: name, mode: 0o644, replace: false)
+        return name
+    }
+
     /// Whether any computer has ever written a confirmation here.
     public func hasAnyConfirmation() -> Bool {
         guard let machines = try? Files.list(confirmationsPath) else { return false }
@@ -53,7 +63,10 @@ public struct IgnoredRecord: Sendable, Equatable {
 
 /// The records of the shared directory after a scan: the valid ones by user, and the ignored ones.
 public struct RecordScan: Sendable {
+    /// Valid policy records signed by a trusted key.
     public var valid: [RecordSummary]
+    /// Valid grants signed by a trusted key, of every user (managed or not).
+    public var grants: [GrantSummary] = []
     public var ignored: [IgnoredRecord]
     /// Index rows to store so the next scan need not read these files again.
     public var newIndexEntries: [IndexedRecord]
@@ -68,6 +81,9 @@ public struct RecordScan: Sendable {
     public func current(for user: String) -> RecordSummary? {
         PolicyFold.current(valid.filter { $0.user == user })
     }
+
+    /// Extra time per user and day from every trusted grant.
+    public var adjustments: [String: [LocalDate: DayAdjustment]] { GrantFold.adjustments(grants) }
 
     /// Every user's valid records, for folding one user.
     public func records(of user: String) -> [RecordSummary] { valid.filter { $0.user == user } }
@@ -97,6 +113,8 @@ public struct RecordScan: Sendable {
                 switch RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted) {
                 case .verified(let summary):
                     verdict = .valid(summary)
+                case .verifiedGrant(let summary):
+                    verdict = .validGrant(summary)
                 case .rejected(let reason, let user):
                     verdict = .invalid(reason: reason)
                     claimedUser = user
@@ -118,6 +136,15 @@ public struct RecordScan: Sendable {
                             name: name, reason: "signed by key \(summary.author), which is not trusted here",
                             user: summary.user))
                 }
+            case .validGrant(let summary):
+                if trusted[summary.author] != nil {
+                    scan.grants.append(summary)
+                } else {
+                    scan.ignored.append(
+                        IgnoredRecord(
+                            name: name, reason: "signed by key \(summary.author), which is not trusted here",
+                            user: summary.user))
+                }
             case .invalid(let reason):
                 scan.ignored.append(IgnoredRecord(name: name, reason: reason, user: claimedUser))
             }
@@ -132,6 +159,7 @@ public struct RecordScan: Sendable {
 public enum RecordVerifier {
     public enum Outcome: Sendable, Equatable {
         case verified(RecordSummary)
+        case verifiedGrant(GrantSummary)
         case rejected(reason: String, user: String?)
         case untrusted(author: String, user: String)
     }
@@ -139,19 +167,44 @@ public enum RecordVerifier {
     public static func check(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
         -> Outcome
     {
-        switch load(path: path, name: name, isRegular: isRegular, trusted: trusted) {
-        case .success(let record): .verified(RecordSummary(id: name, record: record))
+        switch loadAny(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+        case .success(.policy(let record)): .verified(RecordSummary(id: name, record: record))
+        case .success(.grant(let grant)): .verifiedGrant(GrantSummary(id: name, record: grant))
         case .failure(let failure): failure.outcome
         }
     }
 
     public struct Failure: Error { public var outcome: Outcome }
 
-    /// The verified record in a file, with its policy.
+    /// The verified policy record in a file, with its policy.
     public static func load(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
         -> Result<PolicyRecord, Failure>
     {
-        func reject(_ reason: String, _ user: String? = nil) -> Result<PolicyRecord, Failure> {
+        switch loadAny(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+        case .success(.policy(let record)): .success(record)
+        case .success(.grant(let grant)):
+            .failure(Failure(outcome: .rejected(reason: "a grant, not a policy record", user: grant.user)))
+        case .failure(let failure): .failure(failure)
+        }
+    }
+
+    /// The verified grant in a file.
+    public static func loadGrant(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
+        -> Result<GrantRecord, Failure>
+    {
+        switch loadAny(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+        case .success(.grant(let grant)): .success(grant)
+        case .success(.policy(let record)):
+            .failure(Failure(outcome: .rejected(reason: "a policy record, not a grant", user: record.user)))
+        case .failure(let failure): .failure(failure)
+        }
+    }
+
+    /// The verified record of either kind in a file.
+    public static func loadAny(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
+        -> Result<SignedRecord, Failure>
+    {
+        func reject(_ reason: String, _ user: String? = nil) -> Result<SignedRecord, Failure> {
             .failure(Failure(outcome: .rejected(reason: reason, user: user)))
         }
         guard isRegular else { return reject("not a regular file") }
@@ -165,13 +218,13 @@ public enum RecordVerifier {
             return reject(error.description)
         }
         guard "\(sha256Hex(bytes)).json" == name else { return reject("content does not match its name (hash)") }
-        let parsed: ParsedRecord
-        do { parsed = try PolicyRecord.parse(bytes) } catch { return reject(error.reason) }
-        let record = parsed.record
+        let record: SignedRecord
+        let signature: String
+        do { (record, signature) = try SignedRecord.parse(bytes) } catch { return reject(error.reason) }
         guard let key = trusted[record.author] else {
             return .failure(Failure(outcome: .untrusted(author: record.author, user: record.user)))
         }
-        guard key.isValidSignature(parsed.signature, for: record.signingBytes) else {
+        guard key.isValidSignature(signature, for: record.signingBytes) else {
             return reject("signature does not verify with key \(record.author)", record.user)
         }
         return .success(record)

@@ -346,6 +346,8 @@ import Testing
                   "date": "2026-03-29",
                   "timezone": "Europe/Berlin",
                   "limitMinutes": 120,
+                  "extraMinutes": 0,
+                  "bedtimeDelayMinutes": 0,
                   "periods": [
                     {
                       "start": "2026-03-29T00:00:00+01:00",

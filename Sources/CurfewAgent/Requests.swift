@@ -1,0 +1,105 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import Foundation
+
+/// Children's requests for more time, and the parents' grants as the agent records them.
+extension Agent {
+    /// The event that says a grant is in force (once per grant record).
+    static func grantEvent(_ grant: GrantSummary, now: Int64) -> AgentEvent {
+        var parts: [String] = []
+        if grant.extraMinutes > 0 { parts.append("\(TimeAllowance.format(minutes: grant.extraMinutes)) extra") }
+        if grant.bedtimeDelayMinutes > 0 {
+            parts.append("bedtime \(TimeAllowance.format(minutes: grant.bedtimeDelayMinutes)) later")
+        }
+        var data = JSONObject([
+            ("record", .string(grant.id)),
+            ("date", .string("\(grant.date)")),
+            ("minutes", .int(Int64(grant.extraMinutes))),
+            ("bedtimeDelayMinutes", .int(Int64(grant.bedtimeDelayMinutes))),
+        ])
+        data["requestId"] = grant.requestId.map { .int($0) } ?? .null
+        return AgentEvent(
+            time: now, user: grant.user, kind: EventLog.extraTimeGranted,
+            message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
+    }
+
+    /// Records a managed user's request for more time and the event that says so.
+    func fileRequest(user: String, minutes: Int, reason: String?, now: Int64) throws -> TimeRequest {
+        try store.write { db in
+            let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, db)
+            var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
+            data["reason"] = reason.map { .string($0) } ?? .null
+            try EventLog.append(
+                AgentEvent(
+                    time: now, user: user, kind: "time-requested",
+                    message: "asked for \(TimeAllowance.format(minutes: minutes)) more", data: .object(data)), db)
+            return request
+        }
+    }
+}
+
+extension TimeRequest {
+    /// The form the socket and `curfew requests --json` use.
+    public var json: JSONValue {
+        var object = JSONObject([
+            ("id", .int(id)),
+            ("user", .string(user)),
+            ("minutes", .int(Int64(minutes))),
+        ])
+        object["reason"] = reason.map { .string($0) } ?? .null
+        object["createdMs"] = .int(createdMilliseconds)
+        object["status"] = .string(status.rawValue)
+        object["answeredMs"] = answeredMilliseconds.map { .int($0) } ?? .null
+        object["grantedMinutes"] = grantedMinutes.map { .int(Int64($0)) } ?? .null
+        object["answeredBy"] = answeredBy.map { .string($0) } ?? .null
+        return .object(object)
+    }
+}
+
+extension SocketProtocol {
+    public static let maxReasonLength = 200
+
+    /// Checks what a child asks for: 1...480 minutes, a reason of at most 200 characters.
+    public static func validateRequest(minutes: Int64, reason: String?) throws(PolicyError) {
+        guard (1...Int64(GrantRecord.maxMinutes)).contains(minutes) else {
+            throw PolicyError("requested time must be between 1 and \(GrantRecord.maxMinutes) minutes, got \(minutes)")
+        }
+        if let reason, reason.count > maxReasonLength {
+            throw PolicyError("reason must be at most \(maxReasonLength) characters, got \(reason.count)")
+        }
+    }
+
+    /// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user (not root).
+    static func answerTimeRequest(_ object: JSONObject, callerUID: UInt32, agent: Agent) -> JSONValue {
+        guard callerUID != 0 else {
+            return failure("not-permitted", "root cannot ask for more time; grant it with curfew grant")
+        }
+        guard let caller = Accounts.account(uid: callerUID) else {
+            return failure("not-permitted", "your account has no name, so it cannot be managed")
+        }
+        guard agent.state.policies[caller.name] != nil else {
+            return failure("not-permitted", "\(caller.name) is not managed on this computer; there is no limit to extend")
+        }
+        guard case .int(let minutes)? = object["minutes"] else {
+            return failure("bad-request", "\"minutes\" must be a whole number")
+        }
+        let reason: String?
+        switch object["reason"] {
+        case nil, .null?: reason = nil
+        case .string(let text)?: reason = text.isEmpty ? nil : text
+        default: return failure("bad-request", "\"reason\" must be a string")
+        }
+        do { try validateRequest(minutes: minutes, reason: reason) } catch {
+            return failure("bad-request", error.message)
+        }
+        do {
+            let request = try agent.fileRequest(
+                user: caller.name, minutes: Int(minutes), reason: reason, now: Int64(Date().timeIntervalSince1970 * 1000))
+            return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
+        } catch {
+            agent.logger.error("cannot record a request", metadata: ["user": "\(caller.name)", "error": "\(error)"])
+            return failure("failed", "the agent could not record the request")
+        }
+    }
+}

@@ -1,0 +1,288 @@
+import ArgumentParser
+import CurfewAgent
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import CurfewSync
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Parses a duration of extra time: `30m`, `1h30m`, `0`; never `unlimited`.
+func parseExtraMinutes(_ text: String, rule: String) throws -> Int {
+    guard let minutes = try? TimeAllowance.parseMinutes(text) else {
+        throw CLIError("\(rule) must be a duration like 30m, 1h30m or 0, got \(quoted(text))", .invalidArguments)
+    }
+    return minutes
+}
+
+/// `30m extra`, `bedtime 30m later`, `30m extra and bedtime 1h later`.
+func describeGrant(extraMinutes: Int, bedtimeDelayMinutes: Int) -> String {
+    var parts: [String] = []
+    if extraMinutes > 0 { parts.append("\(TimeAllowance.format(minutes: extraMinutes)) extra") }
+    if bedtimeDelayMinutes > 0 { parts.append("bedtime \(TimeAllowance.format(minutes: bedtimeDelayMinutes)) later") }
+    return parts.joined(separator: " and ")
+}
+
+extension Workspace {
+    /// Signs and publishes a grant of extra time; returns its record id.
+    func publishGrant(
+        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64
+    ) throws -> String {
+        let key = try translatingErrors { try keyRing.loadSigningKey() }
+        var generator = SystemRandomNumberGenerator()
+        let nonce = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let grant = GrantRecord(
+            user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, author: key.id,
+            time: now, nonce: nonce, requestId: requestId)
+        return try translatingErrors { try shared.publish(grant, signedBy: key) }
+    }
+
+    /// Prints what a grant did, and whether any computer confirms records here.
+    func announceGrant(
+        _ summary: String, user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, id: String,
+        requestId: Int64?, json: Bool
+    ) {
+        finish()
+        if json {
+            var object = JSONObject([
+                ("user", .string(user)),
+                ("date", .string("\(date)")),
+                ("extraMinutes", .int(Int64(extraMinutes))),
+                ("bedtimeDelayMinutes", .int(Int64(bedtimeDelayMinutes))),
+                ("record", .string(id)),
+            ])
+            object["requestId"] = requestId.map { .int($0) } ?? .null
+            object["message"] = .string(summary)
+            Output.line(JSONValue.object(object).prettyString)
+            return
+        }
+        Output.line(summary)
+        if !shared.hasAnyConfirmation() { Output.line("no computer has confirmed it yet") }
+    }
+
+    /// Loads the parent's signing key: only a parent may answer requests or grant time.
+    func requireParentKey() throws -> SigningKey {
+        try requireInitialised()
+        return try translatingErrors { try keyRing.loadSigningKey() }
+    }
+}
+
+struct Grant: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Give a user extra time, or a later bedtime, for one day (today by default).",
+        discussion: """
+            Publishes a signed grant record through the shared directory, like a policy change; it adds \
+            to that day only, on top of other grants. Examples: curfew grant kid 30m; curfew grant kid 0 \
+            --bedtime 30m; curfew grant kid 1h --date 2026-12-24.
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "Extra screen time: 30m, 1h30m, or 0 with --bedtime.") var duration: String
+    @Option(name: .long, help: ArgumentHelp("Move that night's bedtime this much later.", valueName: "duration"))
+    var bedtime: String?
+    @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today in the policy's zone).", valueName: "date"))
+    var date: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let extra = try parseExtraMinutes(duration, rule: "extra time")
+        let delay = try bedtime.map { try parseExtraMinutes($0, rule: "bedtime delay") } ?? 0
+        try translatingErrors { try GrantRecord.validate(extraMinutes: extra, bedtimeDelayMinutes: delay) }
+        let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
+        let workspace = Workspace(location)
+        let (policy, _) = try workspace.currentPolicy(of: user)
+        let now = Workspace.now()
+        let day = requested ?? Schedule.zone(for: policy).localTime(at: now).date
+        let id = try workspace.publishGrant(
+            user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: nil, now: now)
+        workspace.announceGrant(
+            "granted \(describeGrant(extraMinutes: extra, bedtimeDelayMinutes: delay)) for \(user) on \(day) (record \(id))",
+            user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, id: id, requestId: nil, json: json)
+    }
+}
+
+struct Request: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ask a parent for more time today (run by a child; the agent records it).")
+
+    @Argument(help: "How much more: 30m, 1h.") var duration: String
+    @Option(name: .long, help: ArgumentHelp("Why, in a few words (at most 200 characters).", valueName: "text"))
+    var reason: String?
+    @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
+    var socket: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let minutes = try parseExtraMinutes(duration, rule: "requested time")
+        let text = reason.flatMap { $0.isEmpty ? nil : $0 }
+        try translatingErrors { try SocketProtocol.validateRequest(minutes: Int64(minutes), reason: text) }
+        let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
+        var object = JSONObject([("command", .string("request")), ("minutes", .int(Int64(minutes)))])
+        object["reason"] = text.map { .string($0) } ?? .null
+        guard let answer = try? PeerSocketClient.request(path: socketPath, line: JSONValue.object(object).canonicalString),
+            case .object(let reply)? = try? JSONValue.parse(answer)
+        else {
+            throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
+        }
+        guard reply["ok"] == .bool(true), case .object(let request)? = reply["request"],
+            case .int(let id)? = request["id"]
+        else {
+            let message: String = { if case .string(let text)? = reply["message"] { return text } else { return "the agent refused" } }()
+            switch reply["error"] {
+            case .string("not-permitted")?: throw CLIError(message, .notPermitted)
+            case .string("bad-request")?: throw CLIError(message, .invalidArguments)
+            default: throw CLIError(message, .failure)
+            }
+        }
+        if json {
+            Output.line(JSONValue.object(request).prettyString)
+        } else {
+            Output.line("asked for \(TimeAllowance.format(minutes: minutes)) more (request \(id)); a parent will answer")
+        }
+    }
+}
+
+struct Requests: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the children's requests for more time (pending ones unless --all).",
+        discussion: """
+            JSON: a list of {"id", "user", "minutes", "reason", "createdMs", "askedAt", "status", "answeredMs", \
+            "grantedMinutes", "answeredBy"}.
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Flag(name: .long, help: "Answered requests too.") var all = false
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let workspace = Workspace(location)
+        try workspace.requireInitialised()
+        let requests = try translatingErrors {
+            try workspace.openStore().read { db in all ? try RequestTable.all(db) : try RequestTable.pending(db) }
+        }
+        if json {
+            Output.line(JSONValue.array(requests.map(Requests.json)).prettyString)
+            return
+        }
+        guard !requests.isEmpty else {
+            Output.line(all ? "no requests" : "no pending requests")
+            return
+        }
+        let zone = ZoneRules(TimeZone.current)
+        var rows = [["id", "user", "asked", "reason", "asked at", "status"]]
+        for request in requests {
+            var status = request.status.rawValue
+            if request.status == .approved, let granted = request.grantedMinutes {
+                status += " \(TimeAllowance.format(minutes: granted))"
+            }
+            rows.append([
+                "\(request.id)", request.user, TimeAllowance.format(minutes: request.minutes), request.reason ?? "-",
+                Requests.clock(request.createdMilliseconds / 1000, zone), status,
+            ])
+        }
+        table(rows, indent: "").forEach { Output.line($0) }
+    }
+
+    static func json(_ request: TimeRequest) -> JSONValue {
+        guard case .object(var object) = request.json else { return request.json }
+        object["askedAt"] = .string(utcTimestamp(request.createdMilliseconds / 1000))
+        return .object(object)
+    }
+
+    /// `2026-11-22 14:03` in `zone`.
+    static func clock(_ instant: Int64, _ zone: ZoneRules) -> String {
+        let (date, second) = zone.localTime(at: instant)
+        return "\(date) \(ClockTime(hour: second / 3600, minute: second / 60 % 60))"
+    }
+}
+
+/// Parses a request id: a positive whole number.
+func parseRequestID(_ text: String) throws -> Int64 {
+    guard let id = Int64(text), id > 0 else {
+        throw CLIError("request id must be a positive whole number, got \(quoted(text))", .invalidArguments)
+    }
+    return id
+}
+
+/// Turns a `RequestError` into the line a parent sees.
+func translatingRequestErrors<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as RequestError {
+        throw CLIError(error.description, .invalidArguments)
+    }
+}
+
+struct Approve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Approve a child's request: grant the time asked for (or DURATION) for today.")
+
+    @OptionGroup var location: LocationOptions
+    @Argument(help: "The request's id (see curfew requests).") var id: String
+    @Argument(help: "Grant this much instead of what was asked.") var duration: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let requestID = try parseRequestID(id)
+        let override = try duration.map { try parseExtraMinutes($0, rule: "extra time") }
+        if let override {
+            try translatingErrors { try GrantRecord.validate(extraMinutes: override, bedtimeDelayMinutes: 0) }
+        }
+        let workspace = Workspace(location)
+        let key = try workspace.requireParentKey()
+        let store = try workspace.openStore()
+        guard let request = try translatingErrors({ try store.read { try RequestTable.find(id: requestID, $0) } }) else {
+            throw CLIError(RequestError.unknown(id: requestID).description, .invalidArguments)
+        }
+        guard request.status == .pending else {
+            throw CLIError(RequestError.alreadyAnswered(id: requestID, status: request.status).description, .invalidArguments)
+        }
+        let (policy, _) = try workspace.currentPolicy(of: request.user)
+        let now = Workspace.now()
+        let day = Schedule.zone(for: policy).localTime(at: now).date
+        let minutes = override ?? request.minutes
+        // One transaction: the request is answered only if the grant was published.
+        let recordID = try translatingErrors {
+            try translatingRequestErrors {
+                try store.write { db in
+                    try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now * 1000, db)
+                    return try workspace.publishGrant(
+                        user: request.user, date: day, extraMinutes: minutes, bedtimeDelayMinutes: 0, requestId: requestID,
+                        now: now)
+                }
+            }
+        }
+        workspace.announceGrant(
+            "approved request \(requestID): granted \(TimeAllowance.format(minutes: minutes)) extra for \(request.user) on \(day) (record \(recordID))",
+            user: request.user, date: day, extraMinutes: minutes, bedtimeDelayMinutes: 0, id: recordID,
+            requestId: requestID, json: json)
+    }
+}
+
+struct Deny: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Deny a child's request for more time.")
+
+    @OptionGroup var location: LocationOptions
+    @Argument(help: "The request's id (see curfew requests).") var id: String
+
+    func run() throws {
+        let requestID = try parseRequestID(id)
+        let workspace = Workspace(location)
+        let key = try workspace.requireParentKey()
+        let store = try workspace.openStore()
+        let request = try translatingErrors {
+            try translatingRequestErrors {
+                try store.write { db in
+                    try RequestTable.answer(
+                        id: requestID, status: .denied, minutes: nil, by: key.id, now: Workspace.now() * 1000, db)
+                }
+            }
+        }
+        Output.line(
+            "denied request \(requestID) (\(request.user) asked for \(TimeAllowance.format(minutes: request.minutes)))")
+    }
+}

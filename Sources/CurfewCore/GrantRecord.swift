@@ -1,0 +1,259 @@
+/// Extra time a parent gave one user for one local day, as it travels through the shared directory.
+///
+/// Same file format as a `PolicyRecord` (format 1, canonical JSON, the same signing domain, named by
+/// the SHA-256 of its bytes) with `"kind": "grant"`. The nonce makes two otherwise identical grants
+/// made in the same second two files, so both count.
+public struct GrantRecord: Sendable, Equatable {
+    public var user: String
+    /// The local day (in the policy's zone) the grant applies to.
+    public var date: LocalDate
+    /// Added to that day's limit.
+    public var extraMinutes: Int
+    /// Moves the start of the bedtime that begins on that day.
+    public var bedtimeDelayMinutes: Int
+    /// Key id of the parent key that signed it.
+    public var author: String
+    /// When it was made, seconds since the epoch (UTC in the file).
+    public var time: Int64
+    /// 32 lowercase hex digits of randomness, chosen by the author.
+    public var nonce: String
+    /// The child's request this grant answers, if any.
+    public var requestId: Int64?
+
+    public static let maxMinutes = 480
+
+    public init(
+        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, author: String, time: Int64,
+        nonce: String, requestId: Int64? = nil
+    ) {
+        self.user = user
+        self.date = date
+        self.extraMinutes = extraMinutes
+        self.bedtimeDelayMinutes = bedtimeDelayMinutes
+        self.author = author
+        self.time = time
+        self.nonce = nonce
+        self.requestId = requestId
+    }
+
+    /// Checks the amounts: each 0...480 minutes, and at least one of them more than 0.
+    public static func validate(extraMinutes: Int, bedtimeDelayMinutes: Int) throws(PolicyError) {
+        let extraLower = bedtimeDelayMinutes == 0 ? 1 : 0
+        guard (extraLower...maxMinutes).contains(extraMinutes) else {
+            throw PolicyError("extra time must be between \(extraLower) and \(maxMinutes) minutes, got \(extraMinutes)")
+        }
+        let delayLower = extraMinutes == 0 ? 1 : 0
+        guard (delayLower...maxMinutes).contains(bedtimeDelayMinutes) else {
+            throw PolicyError(
+                "bedtime delay must be between \(delayLower) and \(maxMinutes) minutes, got \(bedtimeDelayMinutes)")
+        }
+    }
+
+    /// A nonce is 32 lowercase hex digits (16 random bytes).
+    public static func isValidNonce(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// Every rule a grant must follow before it is signed.
+    public func validate() throws(PolicyError) {
+        try Policy.validateUserName(user)
+        try GrantRecord.validate(extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes)
+        guard KeyID.isValid(author) else { throw PolicyError("author must be a key id (16 hex digits), got \(quoted(author))") }
+        guard GrantRecord.isValidNonce(nonce) else {
+            throw PolicyError("nonce must be 32 lowercase hex digits, got \(quoted(nonce))")
+        }
+        if let requestId, requestId < 1 { throw PolicyError("request id must be a positive whole number, got \(requestId)") }
+    }
+
+    /// Everything the signature covers.
+    public var signedPayload: JSONValue {
+        .object(
+            JSONObject([
+                ("format", .int(Int64(RecordFormat.version))),
+                ("kind", .string(RecordFormat.grantKind)),
+                ("user", .string(user)),
+                ("date", .string("\(date)")),
+                ("extraMinutes", .int(Int64(extraMinutes))),
+                ("bedtimeDelayMinutes", .int(Int64(bedtimeDelayMinutes))),
+                ("author", .string(author)),
+                ("time", .string(utcTimestamp(time))),
+                ("nonce", .string(nonce)),
+                ("requestId", requestId.map { .int($0) } ?? .null),
+            ]))
+    }
+
+    /// The signing domain followed by the canonical payload, as for policy records.
+    public var signingBytes: [UInt8] { Array(RecordFormat.signingDomain.utf8) + signedPayload.canonicalBytes }
+
+    /// The file's bytes for a given signature.
+    public func fileBytes(signature: String) -> [UInt8] {
+        guard case .object(var object) = signedPayload else { return [] }
+        object["signature"] = .string(signature)
+        return JSONValue.object(object).canonicalBytes
+    }
+
+    static let fields = [
+        "format", "kind", "user", "date", "extraMinutes", "bedtimeDelayMinutes", "author", "time", "nonce", "requestId",
+        "signature",
+    ]
+
+    /// Reads a grant file strictly: canonical JSON only, known fields only, format 1, kind grant,
+    /// amounts within the rules.
+    public static func parse(_ bytes: [UInt8]) throws(RecordError) -> (record: GrantRecord, signature: String) {
+        let object = try RecordFormat.parseEnvelope(bytes)
+        return try parse(object: object, bytes: bytes)
+    }
+
+    static func parse(object: JSONObject, bytes: [UInt8]) throws(RecordError) -> (record: GrantRecord, signature: String) {
+        guard case .string(let kind)? = object["kind"], kind == RecordFormat.grantKind else {
+            throw RecordError("record field \"kind\" must be \"\(RecordFormat.grantKind)\"")
+        }
+        for key in object.keys where !fields.contains(key) {
+            throw RecordError("unknown record field \(quoted(key))")
+        }
+        guard JSONValue.object(object).canonicalBytes == bytes else { throw RecordError("record is not in canonical form") }
+        guard case .string(let user)? = object["user"] else { throw RecordError("record field \"user\" must be a string") }
+        do { try Policy.validateUserName(user) } catch { throw RecordError(error.message) }
+        guard case .string(let dateText)? = object["date"], let date = try? LocalDate.parse(dateText),
+            "\(date)" == dateText
+        else {
+            throw RecordError("record field \"date\" must be a date like 2026-01-31")
+        }
+        guard case .int(let extra)? = object["extraMinutes"], case .int(let delay)? = object["bedtimeDelayMinutes"] else {
+            throw RecordError("record fields \"extraMinutes\" and \"bedtimeDelayMinutes\" must be whole numbers")
+        }
+        do {
+            try validate(extraMinutes: Int(extra), bedtimeDelayMinutes: Int(delay))
+        } catch { throw RecordError(error.message) }
+        guard case .string(let author)? = object["author"], KeyID.isValid(author) else {
+            throw RecordError("record field \"author\" must be a key id (16 hex digits)")
+        }
+        guard case .string(let timeText)? = object["time"], let time = parseUTCTimestamp(timeText) else {
+            throw RecordError("record field \"time\" must be a UTC time like 2026-01-31T20:00:00Z")
+        }
+        guard case .string(let nonce)? = object["nonce"], isValidNonce(nonce) else {
+            throw RecordError("record field \"nonce\" must be 32 lowercase hex digits")
+        }
+        let requestId: Int64?
+        switch object["requestId"] {
+        case .null?: requestId = nil
+        case .int(let id)? where id >= 1: requestId = id
+        default: throw RecordError("record field \"requestId\" must be a positive whole number or null")
+        }
+        guard case .string(let signature)? = object["signature"] else {
+            throw RecordError("record field \"signature\" must be a string")
+        }
+        let record = GrantRecord(
+            user: user, date: date, extraMinutes: Int(extra), bedtimeDelayMinutes: Int(delay), author: author, time: time,
+            nonce: nonce, requestId: requestId)
+        return (record, signature)
+    }
+}
+
+/// A record file of either kind, as read before its signature is checked.
+public enum SignedRecord: Sendable, Equatable {
+    case policy(PolicyRecord)
+    case grant(GrantRecord)
+
+    public var user: String {
+        switch self {
+        case .policy(let record): record.user
+        case .grant(let record): record.user
+        }
+    }
+
+    public var author: String {
+        switch self {
+        case .policy(let record): record.author
+        case .grant(let record): record.author
+        }
+    }
+
+    public var signingBytes: [UInt8] {
+        switch self {
+        case .policy(let record): record.signingBytes
+        case .grant(let record): record.signingBytes
+        }
+    }
+
+    /// Reads a record file of any kind strictly; the `kind` field decides which.
+    public static func parse(_ bytes: [UInt8]) throws(RecordError) -> (record: SignedRecord, signature: String) {
+        let object = try RecordFormat.parseEnvelope(bytes)
+        switch object["kind"] {
+        case .string(RecordFormat.grantKind)?:
+            let (grant, signature) = try GrantRecord.parse(object: object, bytes: bytes)
+            return (.grant(grant), signature)
+        case .string(RecordFormat.policyKind)?:
+            let parsed = try PolicyRecord.parse(bytes)
+            return (.policy(parsed.record), parsed.signature)
+        default:
+            throw RecordError(
+                "record field \"kind\" must be \"\(RecordFormat.policyKind)\" or \"\(RecordFormat.grantKind)\"")
+        }
+    }
+}
+
+extension RecordFormat {
+    public static let grantKind = "grant"
+
+    /// The checks every record file passes first: size, JSON, an object, a supported format.
+    static func parseEnvelope(_ bytes: [UInt8]) throws(RecordError) -> JSONObject {
+        guard bytes.count <= maxBytes else { throw RecordError("record is larger than \(maxBytes) bytes") }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
+        guard case .object(let object) = value else { throw RecordError("a record must be a JSON object") }
+        guard case .int(let format)? = object["format"] else { throw RecordError("record field \"format\" is missing") }
+        guard format == version else {
+            throw RecordError("record format \(format) is not supported (this version reads format \(version))")
+        }
+        return object
+    }
+}
+
+/// What is known of a verified grant; enough to add it up without reading the file again.
+public struct GrantSummary: Sendable, Equatable {
+    /// The file name: SHA-256 of the file's bytes, hex, plus `.json`.
+    public var id: String
+    public var user: String
+    public var date: LocalDate
+    public var extraMinutes: Int
+    public var bedtimeDelayMinutes: Int
+    public var author: String
+    public var time: Int64
+    public var requestId: Int64?
+
+    public init(id: String, record: GrantRecord) {
+        self.init(
+            id: id, user: record.user, date: record.date, extraMinutes: record.extraMinutes,
+            bedtimeDelayMinutes: record.bedtimeDelayMinutes, author: record.author, time: record.time,
+            requestId: record.requestId)
+    }
+
+    public init(
+        id: String, user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, author: String,
+        time: Int64, requestId: Int64?
+    ) {
+        self.id = id
+        self.user = user
+        self.date = date
+        self.extraMinutes = extraMinutes
+        self.bedtimeDelayMinutes = bedtimeDelayMinutes
+        self.author = author
+        self.time = time
+        self.requestId = requestId
+    }
+}
+
+public enum GrantFold {
+    /// Every grant added up per user and day: grants are additive, none replaces another.
+    public static func adjustments(_ grants: [GrantSummary]) -> [String: [LocalDate: DayAdjustment]] {
+        var result: [String: [LocalDate: DayAdjustment]] = [:]
+        for grant in grants {
+            var adjustment = result[grant.user, default: [:]][grant.date, default: DayAdjustment()]
+            adjustment.extraMinutes += grant.extraMinutes
+            adjustment.bedtimeDelayMinutes += grant.bedtimeDelayMinutes
+            result[grant.user, default: [:]][grant.date] = adjustment
+        }
+        return result
+    }
+}

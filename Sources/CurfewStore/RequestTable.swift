@@ -1,0 +1,128 @@
+import CurfewCore
+import GRDB
+
+/// A child's request for more time, as kept on the child's computer.
+public struct TimeRequest: Sendable, Equatable {
+    public enum Status: String, Sendable, Equatable, CaseIterable {
+        case pending, approved, denied
+    }
+
+    public var id: Int64
+    public var user: String
+    public var minutes: Int
+    public var reason: String?
+    /// When the child asked, milliseconds since the epoch.
+    public var createdMilliseconds: Int64
+    public var status: Status
+    public var answeredMilliseconds: Int64?
+    /// What a parent granted when approving (may differ from `minutes`).
+    public var grantedMinutes: Int?
+    /// Who answered: the parent's account or key.
+    public var answeredBy: String?
+    /// Whether the child was told the answer.
+    public var notified: Bool
+
+    public init(
+        id: Int64, user: String, minutes: Int, reason: String?, createdMilliseconds: Int64, status: Status,
+        answeredMilliseconds: Int64? = nil, grantedMinutes: Int? = nil, answeredBy: String? = nil, notified: Bool = false
+    ) {
+        self.id = id
+        self.user = user
+        self.minutes = minutes
+        self.reason = reason
+        self.createdMilliseconds = createdMilliseconds
+        self.status = status
+        self.answeredMilliseconds = answeredMilliseconds
+        self.grantedMinutes = grantedMinutes
+        self.answeredBy = answeredBy
+        self.notified = notified
+    }
+}
+
+/// Why a request could not be answered.
+public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
+    case unknown(id: Int64)
+    case alreadyAnswered(id: Int64, status: TimeRequest.Status)
+
+    public var description: String {
+        switch self {
+        case .unknown(let id): "there is no request \(id)"
+        case .alreadyAnswered(let id, let status): "request \(id) was already \(status.rawValue)"
+        }
+    }
+}
+
+/// The `requests` table: children's requests for more time and the parents' answers.
+public enum RequestTable {
+    static let columns =
+        "id, user, minutes, reason, created_ms, status, answered_ms, granted_minutes, answered_by, notified"
+
+    static func request(_ row: Row) -> TimeRequest {
+        TimeRequest(
+            id: row[0], user: row[1], minutes: row[2], reason: row[3], createdMilliseconds: row[4],
+            status: TimeRequest.Status(rawValue: row[5]) ?? .pending, answeredMilliseconds: row[6],
+            grantedMinutes: row[7], answeredBy: row[8], notified: row[9])
+    }
+
+    /// Records a new pending request; `now` in milliseconds.
+    @discardableResult
+    public static func add(user: String, minutes: Int, reason: String?, now: Int64, _ db: Database) throws -> TimeRequest {
+        try db.execute(
+            sql: "INSERT INTO requests (user, minutes, reason, created_ms) VALUES (?, ?, ?, ?)",
+            arguments: [user, minutes, reason, now])
+        return TimeRequest(
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, createdMilliseconds: now,
+            status: .pending)
+    }
+
+    public static func find(id: Int64, _ db: Database) throws -> TimeRequest? {
+        try Row.fetchOne(db, sql: "SELECT \(columns) FROM requests WHERE id = ?", arguments: [id]).map(request)
+    }
+
+    /// Unanswered requests, oldest first.
+    public static func pending(_ db: Database) throws -> [TimeRequest] {
+        try Row.fetchAll(db, sql: "SELECT \(columns) FROM requests WHERE status = 'pending' ORDER BY id").map(request)
+    }
+
+    /// Every request (of `user` when given), oldest first.
+    public static func all(user: String? = nil, _ db: Database) throws -> [TimeRequest] {
+        if let user {
+            return try Row.fetchAll(
+                db, sql: "SELECT \(columns) FROM requests WHERE user = ? ORDER BY id", arguments: [user]
+            ).map(request)
+        }
+        return try Row.fetchAll(db, sql: "SELECT \(columns) FROM requests ORDER BY id").map(request)
+    }
+
+    /// Approves or denies a pending request; refuses one that is unknown or already answered.
+    /// `minutes` is what was granted (nil when denied); `now` in milliseconds.
+    @discardableResult
+    public static func answer(
+        id: Int64, status: TimeRequest.Status, minutes: Int?, by answeredBy: String?, now: Int64, _ db: Database
+    ) throws -> TimeRequest {
+        precondition(status != .pending, "an answer approves or denies")
+        guard let existing = try find(id: id, db) else { throw RequestError.unknown(id: id) }
+        guard existing.status == .pending else { throw RequestError.alreadyAnswered(id: id, status: existing.status) }
+        try db.execute(
+            sql: """
+                UPDATE requests SET status = ?, answered_ms = ?, granted_minutes = ?, answered_by = ?, notified = 0
+                WHERE id = ? AND status = 'pending'
+                """,
+            arguments: [status.rawValue, now, status == .approved ? minutes : nil, answeredBy, id])
+        guard db.changesCount == 1 else { throw RequestError.alreadyAnswered(id: id, status: existing.status) }
+        return try find(id: id, db) ?? existing
+    }
+
+    /// Answered requests whose child has not been told yet, oldest first.
+    public static func unnotifiedAnswers(_ db: Database) throws -> [TimeRequest] {
+        try Row.fetchAll(
+            db, sql: "SELECT \(columns) FROM requests WHERE status != 'pending' AND notified = 0 ORDER BY id"
+        ).map(request)
+    }
+
+    /// Notes that the child was told the answer to these requests.
+    public static func markNotified(ids: [Int64], _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: "UPDATE requests SET notified = 1 WHERE id = ? AND status != 'pending'")
+        for id in ids { try statement.execute(arguments: [id]) }
+    }
+}

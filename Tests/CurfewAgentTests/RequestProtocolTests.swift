@@ -1,0 +1,108 @@
+import CurfewCore
+import CurfewStore
+import CurfewSync
+import Foundation
+import Logging
+import Testing
+
+@testable import CurfewAgent
+
+/// Grants as the agent applies them, and children's requests on its socket, from a real Agent.
+@Suite struct RequestProtocolTests {
+    /// `nobody` (uid 65534 on Debian) is managed with a 2h limit and no bedtime, in UTC; today it has
+    /// two grants, and `daemon` (not managed) has one.
+    func agent() throws -> (Agent, String, LocalDate) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-requests-\(UUID().uuidString)").path
+        let state = "\(root)/state"
+        let shared = SharedDirectory(path: "\(state)/shared")
+        try shared.create()
+        let ring = KeyRing(stateDirectory: state)
+        let (key, _) = try ring.createSigningKeyIfMissing()
+        try ring.trust(key.publicKey)
+        var policy = Policy.defaults(for: "nobody")
+        policy.bedtime = nil
+        policy.timezone = "UTC"
+        _ = try shared.publish(
+            PolicyRecord(user: "nobody", version: 1, baseVersion: 0, author: key.id, time: 1_790_000_000, policy: policy),
+            signedBy: key)
+        let today = ZoneRules(identifier: "UTC")!.localTime(at: Int64(Date().timeIntervalSince1970)).date
+        for (user, extra, nonce) in [("nobody", 30, "a"), ("nobody", 15, "b"), ("daemon", 60, "c")] {
+            _ = try shared.publish(
+                GrantRecord(
+                    user: user, date: today, extraMinutes: extra, bedtimeDelayMinutes: 0, author: key.id,
+                    time: 1_790_000_000, nonce: String(repeating: nonce, count: 32)),
+                signedBy: key)
+        }
+        let configuration = AgentConfiguration(
+            stateDirectory: state, sharedDirectory: shared.path, socketPath: "\(root)/run/curfewd.sock",
+            catalogDirectories: [], logindBusAddress: "none", useProcessConnector: false)
+        return (try Agent(configuration: configuration, logger: Logger(label: "test")), root, today)
+    }
+
+    func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject {
+        guard case .object(let object) = SocketProtocol.answer(request: request, callerUID: uid, agent: agent) else {
+            return JSONObject()
+        }
+        return object
+    }
+
+    @Test func grantsOfManagedUsersAddUpAndAreAnnouncedOnce() throws {
+        let (agent, root, today) = try agent()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect(agent.state.adjustments == ["nobody": [today: DayAdjustment(extraMinutes: 45)]])
+        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        #expect(status?.decision.limitMinutes == 165)
+        #expect(status?.adjustment == DayAdjustment(extraMinutes: 45))
+        try agent.reloadPolicies()
+        let events = try agent.store.read { try EventLog.list(user: nil, since: nil, $0) }.filter {
+            $0.kind == "extra-time-granted"
+        }
+        #expect(events.count == 2)
+        #expect(events.allSatisfy { $0.user == "nobody" })
+        #expect(Set(events.map(\.message)) == ["30m extra on \(today)", "15m extra on \(today)"])
+    }
+
+    @Test func aManagedUserMayAskForMoreTime() throws {
+        let (agent, root, _) = try agent()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let reply = answer(agent, #"{"command":"request","minutes":30,"reason":"homework"}"#, uid: 65534)
+        #expect(reply["ok"] == .bool(true), "\(reply)")
+        guard case .object(let request)? = reply["request"] else {
+            Issue.record("no request in \(reply)")
+            return
+        }
+        #expect(request["id"] == .int(1))
+        #expect(request["user"] == .string("nobody"))
+        #expect(request["minutes"] == .int(30))
+        #expect(request["status"] == .string("pending"))
+        let stored = try agent.store.read { try RequestTable.pending($0) }
+        #expect(stored.map(\.reason) == ["homework"])
+        let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
+        #expect(events.contains { $0.kind == "time-requested" && $0.message == "asked for 30m more" })
+    }
+
+    @Test(arguments: [
+        (#"{"command":"request","minutes":30}"#, UInt32(0), "not-permitted", "root cannot ask for more time; grant it with curfew grant"),
+        (#"{"command":"request","minutes":30}"#, UInt32(1), "not-permitted", "daemon is not managed on this computer; there is no limit to extend"),
+        (#"{"command":"request","minutes":500}"#, UInt32(65534), "bad-request", "requested time must be between 1 and 480 minutes, got 500"),
+        (#"{"command":"request","minutes":0}"#, UInt32(65534), "bad-request", "requested time must be between 1 and 480 minutes, got 0"),
+        (#"{"command":"request","minutes":"30m"}"#, UInt32(65534), "bad-request", "\"minutes\" must be a whole number"),
+        (#"{"command":"request","minutes":30,"reason":7}"#, UInt32(65534), "bad-request", "\"reason\" must be a string"),
+    ])
+    func refusedRequestsRecordNothing(request: String, uid: UInt32, error: String, message: String) throws {
+        let (agent, root, _) = try agent()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let reply = answer(agent, request, uid: uid)
+        #expect(reply["error"] == .string(error))
+        #expect(reply["message"] == .string(message))
+        #expect(try agent.store.read { try RequestTable.all($0) }.isEmpty)
+    }
+
+    @Test func aLongReasonIsRefused() throws {
+        let (agent, root, _) = try agent()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let reason = String(repeating: "x", count: 201)
+        let reply = answer(agent, #"{"command":"request","minutes":30,"reason":"\#(reason)"}"#, uid: 65534)
+        #expect(reply["message"] == .string("reason must be at most 200 characters, got 201"))
+    }
+}
