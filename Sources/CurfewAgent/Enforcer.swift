@@ -26,6 +26,7 @@ final class Enforcer {
     /// uid -> when sessions were first asked to end in the current lockout.
     var terminateSince: [UInt32: Int64] = [:]
     var lastKillUser: [UInt32: Int64] = [:]
+    var lastAnswerCheck: Int64 = 0
 
     /// How long a session may survive TerminateSession before every process of the user is killed.
     static let terminateGraceMilliseconds: Int64 = 5_000
@@ -87,7 +88,36 @@ final class Enforcer {
                 lockSessions(userSessions, user: user, monotonic: monotonic, now: now)
             }
         }
+        if monotonic - lastAnswerCheck >= 1_000 {
+            lastAnswerCheck = monotonic
+            announceAnswers()
+        }
         deliver(state.takeMessages())
+    }
+
+    /// Tells each child the answer a parent gave to their request for more time (once).
+    func announceAnswers() {
+        do {
+            let answers = try agent.store.read { try RequestTable.unnotifiedAnswers($0) }
+            guard !answers.isEmpty else { return }
+            for request in answers {
+                let asked = TimeAllowance.format(minutes: request.minutes)
+                let body: String
+                switch request.status {
+                case .approved:
+                    let granted = TimeAllowance.format(minutes: request.grantedMinutes ?? request.minutes)
+                    body = "a parent approved your request for \(asked) more: \(granted) extra today."
+                case .denied:
+                    body = "a parent said no to your request for \(asked) more."
+                case .pending:
+                    continue
+                }
+                agent.state.post(AgentState.ChildMessage(user: request.user, summary: "Curfew", body: body, urgency: 1))
+            }
+            try agent.store.write { try RequestTable.markNotified(ids: answers.map(\.id), $0) }
+        } catch {
+            logger.error("cannot read the answers to time requests", metadata: ["error": "\(error)"])
+        }
     }
 
     func warn(user: String, warning: Warning, now: Int64) {

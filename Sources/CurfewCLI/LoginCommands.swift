@@ -77,7 +77,7 @@ struct CheckLogin: ParsableCommand {
             let store = try workspace.openStore()
             let day = zone.localTime(at: now).date
             let totals = try store.read { try UsageTable.dayTotals(user: user, day: day, $0) }
-            let schedule = Schedule(policy: policy, zone: zone)
+            let schedule = Schedule(policy: policy, zone: zone, adjustments: scan.adjustments[user] ?? [:])
             let verdict = LoginVerdict.decide(
                 user: user, schedule: schedule, usedSeconds: (totals[UsageKey.screen] ?? 0) / 1000, now: now)
             if !verdict.allowed {

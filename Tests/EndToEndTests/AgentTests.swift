@@ -10,8 +10,11 @@ import Testing
 /// A real unprivileged account for the tests (CI runs as root), created on first use.
 enum TestAccount {
     static let name = "curfewkid"
+    /// The enforcement tests' own account: their agents stop every process of it, which must never
+    /// hit the processes other suites (running in parallel) count for `curfewkid`.
+    static let enforced = "curfewlocked"
 
-    static func ensure() throws -> Accounts.Account {
+    static func ensure(_ name: String = TestAccount.name) throws -> Accounts.Account {
         if let account = Accounts.account(named: name) { return account }
         let result = try CurfewRunner.runTool("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/bin/sh", name])
         #expect(result == 0, "useradd \(name)")
@@ -101,8 +104,8 @@ func spawnLogged(_ path: String, _ arguments: [String], environment: [String: St
 struct AgentTests {
     /// A state directory with the test account managed, and a catalog with one game whose binary is
     /// a copy of /bin/sleep.
-    func setUp() throws -> (CurfewRunner, Accounts.Account, game: String, renamedCopy: String) {
-        let account = try TestAccount.ensure()
+    func setUp(account name: String = TestAccount.name) throws -> (CurfewRunner, Accounts.Account, game: String, renamedCopy: String) {
+        let account = try TestAccount.ensure(name)
         var runner = try CurfewRunner()
         // World-readable so the test account can run the game binaries inside.
         chmod(runner.root.path, 0o755)

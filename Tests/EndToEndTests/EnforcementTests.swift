@@ -50,7 +50,7 @@ struct EnforcementEndToEndTests {
     func setUp(limit: String = "8h", game rule: [String]? = nil) throws -> (
         CurfewRunner, Accounts.Account, game: String, renamed: String
     ) {
-        let (runner, account, game, renamed) = try base.setUp()
+        let (runner, account, game, renamed) = try base.setUp(account: TestAccount.enforced)
         try runner.ok(["timezone", account.name, "UTC"])
         try runner.ok(["limit", account.name, limit])
         if let rule { try runner.ok(["app"] + rule) }
@@ -93,7 +93,7 @@ struct EnforcementEndToEndTests {
     }
 
     @Test func aBlockedAppDiesWithinASecondEveryTimeAndNothingElseIsTouched() throws {
-        let (runner, account, game, renamed) = try setUp(game: ["block", "curfewkid", "testgame"])
+        let (runner, account, game, renamed) = try setUp(game: ["block", TestAccount.enforced, "testgame"])
         defer { runner.cleanUp() }
         // An unrelated process of the same user, and one of root running the same binary.
         let unrelated = try base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
@@ -141,7 +141,7 @@ struct EnforcementEndToEndTests {
     }
 
     @Test func anAppPastItsOwnLimitIsStoppedAndTheChildIsTold() throws {
-        let (runner, account, game, _) = try setUp(game: ["limit", "curfewkid", "testgame", "15m"])
+        let (runner, account, game, _) = try setUp(game: ["limit", TestAccount.enforced, "testgame", "15m"])
         defer { runner.cleanUp() }
         try seedUsage(runner, user: account.name, app: "testgame", milliseconds: 15 * 60 * 1000)
         let terminal = try UserTerminal(owner: account)

@@ -140,6 +140,8 @@ struct RequestFlowTests {
         try runner.ok(["limit", account.name, "1h"])
         try runner.ok(["bedtime", account.name, "off"])
         try runner.ok(["timezone", account.name, "UTC"])
+        // The child's terminal, where the agent tells them the answers.
+        let terminal = try UserTerminal(owner: account)
         let agent = try AgentProcess(runner)
         var running = true
         defer { if running { agent.killHard() } }
@@ -178,6 +180,9 @@ struct RequestFlowTests {
         let again = try runner.run(["approve", "1"])
         #expect(again.status == 64)
         #expect(again.stderr == "curfew: request 1 was already approved\n")
+        try waitUntil(seconds: 5, "the answer on the child's terminal") {
+            terminal.read().contains("a parent approved your request for 30m more: 30m extra today.")
+        }
 
         // The agent picks the grant up from the shared directory and the child sees 30 more minutes.
         var status: [String: Any] = [:]
@@ -197,6 +202,9 @@ struct RequestFlowTests {
         #expect(second.stdout == "asked for 15m more (request 2); a parent will answer\n", "\(second)")
         let denied = try runner.ok(["deny", "2"])
         #expect(denied.stdout == "denied request 2 (\(account.name) asked for 15m)\n")
+        try waitUntil(seconds: 5, "the refusal on the child's terminal") {
+            terminal.read().contains("a parent said no to your request for 15m more.")
+        }
         #expect(try runner.ok(["requests"]).stdout == "no pending requests\n")
         let all = try runner.ok(["requests", "--all"]).stdout.split(separator: "\n")
         #expect(all.count == 3)
