@@ -94,6 +94,9 @@ public final class Tracker {
         _ = sampler.sample()
         lastFullScan = clock().monotonic
         observe()
+        // What must not run is stopped from the start (a blocked app already running, bedtime after
+        // a restart), and this tells the loop whether to watch processes between ticks.
+        enforceApps()
     }
 
     /// Call `start()` first.
@@ -329,8 +332,7 @@ public final class Tracker {
                         ("app", .string(app)), ("reason", .string(reason.word)),
                         ("pids", .array(processes.map { .int(Int64($0.pid)) })),
                     ]))))
-        // Written at once: a child who relaunches a blocked app fifty times leaves fifty events.
-        flush(force: true)
+        // Written with the next flush (within 2 s), never in the way of the next kill.
     }
 
     func app(of process: TrackedProcess) -> String {
@@ -365,6 +367,11 @@ public final class Tracker {
         do {
             let usage = pending
             let events = pendingEvents
+            let started = ClockReading.now().monotonic
+            defer {
+                let took = ClockReading.now().monotonic - started
+                if took >= 100 { logger.notice("slow database write", metadata: ["ms": "\(took)", "events": "\(events.count)"]) }
+            }
             try store.write { db in
                 try UsageTable.add(usage, db)
                 for event in events { try EventLog.append(event, db) }

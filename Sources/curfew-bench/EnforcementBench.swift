@@ -110,10 +110,13 @@ struct BlockedAppProbe {
         while launched < launches || !started.isEmpty {
             let now = clock.now
             if launched < launches && now >= nextLaunch {
-                // Timed from before the spawn: setpriv's own exec adds a millisecond or two, never less.
+                // setpriv changes to the account and execs the game in place. Timed from before the
+                // spawn (setpriv's own exec adds a millisecond or two, never less); not through
+                // spawnProcess(uid:), which waits for the exec and would hold up this loop.
                 let before = clock.now
                 let pid = try spawnProcess(
-                    game, ["600"], uid: account.uid, gid: account.gid,
+                    "/usr/bin/setpriv",
+                    ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", game, "600"],
                     options: SpawnOptions(environment: ["PATH": "/usr/bin:/bin"], output: "/dev/null"))
                 started[pid] = before
                 children.add(pid)
