@@ -264,7 +264,7 @@ public final class Tracker {
 
     /// Stops the running apps the plan says must not run (blocked, over their own limit, or every
     /// tracked app under the `apps` lockout), each with its children, and tells the child why.
-    /// Without logind, the `logout` lockout stops all of the user's processes.
+    /// Without logind, the `logout` and `lock` lockouts stop all of the user's processes.
     func enforceApps() {
         let policies = state.policies
         let monotonic = clock().monotonic
@@ -301,7 +301,8 @@ public final class Tracker {
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: running, catalog: catalog, now: now / 1000)
             var reasons = plan.stopApps
-            let logoutByStopping = plan.sessionAction == .logout && state.sessions == nil
+            // Without logind there is no session to end or lock: the user's processes are stopped.
+            let logoutByStopping = plan.sessionAction != .none && state.sessions == nil
             guard !reasons.isEmpty || logoutByStopping else { continue }
             if logoutByStopping {
                 for app in Set(appOf.values) where reasons[app] == nil { reasons[app] = .lockout(plan.decision.state) }

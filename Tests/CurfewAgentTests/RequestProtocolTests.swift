@@ -12,39 +12,21 @@ import Testing
     /// `nobody` (uid 65534 on Debian) is managed with a 2h limit and no bedtime, in UTC; today it has
     /// two grants, and `daemon` (not managed) has one.
     func agent() throws -> (Agent, String, LocalDate) {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-requests-\(UUID().uuidString)").path
-        let state = "\(root)/state"
-        let shared = SharedDirectory(path: "\(state)/shared")
-        try shared.create()
-        let ring = KeyRing(stateDirectory: state)
-        let (key, _) = try ring.createSigningKeyIfMissing()
-        try ring.trust(key.publicKey)
-        var policy = Policy.defaults(for: "nobody")
-        policy.bedtime = nil
-        policy.timezone = "UTC"
-        _ = try shared.publish(
-            PolicyRecord(user: "nobody", version: 1, baseVersion: 0, author: key.id, time: 1_790_000_000, policy: policy),
-            signedBy: key)
         let today = ZoneRules(identifier: "UTC")!.localTime(at: Int64(Date().timeIntervalSince1970)).date
-        for (user, extra, nonce) in [("nobody", 30, "a"), ("nobody", 15, "b"), ("daemon", 60, "c")] {
-            _ = try shared.publish(
-                GrantRecord(
-                    user: user, date: today, extraMinutes: extra, bedtimeDelayMinutes: 0, author: key.id,
-                    time: 1_790_000_000, nonce: String(repeating: nonce, count: 32)),
-                signedBy: key)
+        let (agent, root) = try makeTestAgent(user: "nobody", prefix: "curfew-requests", adjust: { $0.timezone = "UTC" }) {
+            shared, key in
+            for (user, extra, nonce) in [("nobody", 30, "a"), ("nobody", 15, "b"), ("daemon", 60, "c")] {
+                _ = try shared.publish(
+                    GrantRecord(
+                        user: user, date: today, extraMinutes: extra, bedtimeDelayMinutes: 0, author: key.id,
+                        time: 1_790_000_000, nonce: String(repeating: nonce, count: 32)),
+                    signedBy: key)
+            }
         }
-        let configuration = AgentConfiguration(
-            stateDirectory: state, sharedDirectory: shared.path, socketPath: "\(root)/run/curfewd.sock",
-            catalogDirectories: [], logindBusAddress: "none", useProcessConnector: false)
-        return (try Agent(configuration: configuration, logger: Logger(label: "test")), root, today)
+        return (agent, root, today)
     }
 
-    func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject {
-        guard case .object(let object) = SocketProtocol.answer(request: request, callerUID: uid, agent: agent) else {
-            return JSONObject()
-        }
-        return object
-    }
+    func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject { socketAnswer(agent, request, uid: uid) }
 
     @Test func grantsOfManagedUsersAddUpAndAreAnnouncedOnce() throws {
         let (agent, root, today) = try agent()

@@ -9,31 +9,9 @@ import Testing
 
 /// The agent's answers on its socket, from a real Agent over a real state directory.
 @Suite struct SocketProtocolTests {
-    func agent() throws -> (Agent, String) {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-agent-\(UUID().uuidString)").path
-        let state = "\(root)/state"
-        let shared = SharedDirectory(path: "\(state)/shared")
-        try shared.create()
-        let ring = KeyRing(stateDirectory: state)
-        let (key, _) = try ring.createSigningKeyIfMissing()
-        try ring.trust(key.publicKey)
-        var policy = Policy.defaults(for: "root")
-        policy.bedtime = nil
-        _ = try shared.publish(
-            PolicyRecord(user: "root", version: 1, baseVersion: 0, author: key.id, time: 1_790_000_000, policy: policy),
-            signedBy: key)
-        let configuration = AgentConfiguration(
-            stateDirectory: state, sharedDirectory: shared.path, socketPath: "\(root)/run/curfewd.sock",
-            catalogDirectories: [], logindBusAddress: "none", useProcessConnector: false)
-        return (try Agent(configuration: configuration, logger: Logger(label: "test")), root)
-    }
+    func agent() throws -> (Agent, String) { try makeTestAgent(user: "root", prefix: "curfew-agent") }
 
-    func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject {
-        guard case .object(let object) = SocketProtocol.answer(request: request, callerUID: uid, agent: agent) else {
-            return JSONObject()
-        }
-        return object
-    }
+    func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject { socketAnswer(agent, request, uid: uid) }
 
     @Test func rootMayAskAboutAnyManagedUser() throws {
         let (agent, root) = try agent()

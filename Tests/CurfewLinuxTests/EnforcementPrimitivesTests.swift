@@ -1,5 +1,6 @@
 import CLinux
 import CurfewCore
+import CurfewTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -361,21 +362,6 @@ final class UserSessionBus {
     var address: String { "unix:path=\(directory)/bus" }
     private var pids: [Int32] = []
 
-    static let configuration = #"""
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>unix:tmpdir=/tmp</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-        </busconfig>
-        """#
-
     /// A fresh directory under /tmp owned by the account, mode 0700.
     static func makeDirectory(for account: Accounts.Account) throws -> String {
         var template = Array("/tmp/curfew-notify-XXXXXX".utf8CString)
@@ -391,7 +377,7 @@ final class UserSessionBus {
         account = try NotifyTestAccount.ensure()
         directory = try Self.makeDirectory(for: account)
         do {
-            try Self.configuration.write(toFile: directory + "/bus.conf", atomically: false, encoding: .utf8)
+            try busConfiguration.write(toFile: directory + "/bus.conf", atomically: false, encoding: .utf8)
             pids.append(
                 try spawnProcess(
                     "/usr/bin/dbus-daemon",

@@ -206,7 +206,7 @@ public final class ChildProcess {
 
 /// dbus-daemon's configuration: a session-type bus that lets every connection own any name and talk to
 /// anyone; the listening address comes from the command line.
-private let busConfiguration = #"""
+public let busConfiguration = #"""
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>

@@ -229,6 +229,11 @@ struct EnforcementEndToEndTests {
                 try waitUntil(seconds: 3, "TerminateSession") { (try? bus.methodCalls("TerminateSession").isEmpty) == false }
                 #expect(try bus.methodCalls("TerminateSession").first == ["c7"])
                 #expect(try bus.methodCalls("LockSession").isEmpty)
+                // The mock ignores TerminateSession, as a stuck desktop might: 5 s later every process
+                // of the user is killed.
+                try waitUntil(seconds: 8, "KillUser") { (try? bus.methodCalls("KillUser").isEmpty) == false }
+                #expect(try bus.methodCalls("KillUser").first == ["\(account.uid)", "9"])
+                #expect(try events(runner, kind: "user-killed").count >= 1)
             } else {
                 try waitUntil(seconds: 3, "LockSession") { (try? bus.methodCalls("LockSession").isEmpty) == false }
                 try bus.mock([["set_session_property", "c7", "LockedHint", true]])

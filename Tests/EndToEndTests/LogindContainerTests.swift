@@ -174,23 +174,7 @@ struct BootedContainer {
         // TTY's atime). XDG_SESSION_TYPE=wayland and XDG_SESSION_CLASS=user, which pam_systemd reads from
         // the PAM environment as a display manager sets them, give what a desktop login gives: an Active
         // user session whose LockedHint and IdleHint the session itself (or root) sets.
-        try ok([
-            "systemd-run", "--unit=kidsession", "--property=PAMName=login", "--property=User=kid",
-            "--setenv=XDG_SESSION_TYPE=wayland", "--setenv=XDG_SESSION_CLASS=user",
-            "--setenv=XDG_SESSION_DESKTOP=curfew-test", "/bin/sleep", "600",
-        ])
-        let mainPID = try ok(["systemctl", "show", "--property=MainPID", "--value", "kidsession"])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        // `o "/org/freedesktop/login1/session/_31"` once PAM has opened the session.
-        var path = ""
-        try waitUntil(seconds: 20, "kid's logind session (process \(mainPID))") {
-            let reply = try? run([
-                "busctl", "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
-                "GetSessionByPID", "u", mainPID,
-            ])
-            path = reply.flatMap { $0.status == 0 ? $0.stdout.split(separator: "\"").dropFirst().first.map(String.init) : nil } ?? ""
-            return !path.isEmpty
-        }
+        let path = try graphicalSession(unit: "kidsession")
         func sessionProperty(_ name: String) throws -> String {
             // `s "4"`, `t 1795310123706735`
             let reply = try ok(["busctl", "get-property", "org.freedesktop.login1", path, "org.freedesktop.login1.Session", name])
@@ -281,6 +265,28 @@ struct BootedContainer {
 }
 
 extension BootedContainer {
+    /// A graphical-like session of kid through PAM (see `scenario` for why wayland); its logind object path.
+    func graphicalSession(unit: String) throws -> String {
+        try ok([
+            "systemd-run", "--unit=\(unit)", "--property=PAMName=login", "--property=User=kid",
+            "--setenv=XDG_SESSION_TYPE=wayland", "--setenv=XDG_SESSION_CLASS=user",
+            "--setenv=XDG_SESSION_DESKTOP=curfew-test", "/bin/sleep", "600",
+        ])
+        let mainPID = try ok(["systemctl", "show", "--property=MainPID", "--value", unit])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // `o "/org/freedesktop/login1/session/_31"` once PAM has opened the session.
+        var path = ""
+        try waitUntil(seconds: 20, "kid's logind session (process \(mainPID))") {
+            let reply = try? run([
+                "busctl", "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+                "GetSessionByPID", "u", mainPID,
+            ])
+            path = reply.flatMap { $0.status == 0 ? $0.stdout.split(separator: "\"").dropFirst().first.map(String.init) : nil } ?? ""
+            return !path.isEmpty
+        }
+        return path
+    }
+
     static let enforcedState = "/var/lib/curfew-enforce"
     static let enforcedSocket = "/run/curfew-enforce.sock"
 
@@ -404,7 +410,32 @@ extension BootedContainer {
         formatter.dateFormat = "yyyy-MM-dd"
         try enforcedCurfew(["grant", "kid", "0", "--bedtime", "30m", "--date", formatter.string(from: start)])
         try waitUntil(seconds: 5, "the later bedtime in force") { (try? suKid())?.status == 0 }
-        try ok(["systemctl", "stop", "curfewd-enforce"])
+        print("enforcement in the container: console session ended \(String(format: "%.1f", used)) s after login with 40 s left; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines)); at bedtime: \(atBedtime.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+
+        // `lock`: a desktop-like session is locked when no time is left, and locked again after the
+        // child unlocks it. Lock signals are watched on the system bus; the test plays the desktop.
+        let path = try graphicalSession(unit: "kiddesktop")
+        try ok([
+            "systemd-run", "--unit=lockwatch", "--property=StandardOutput=file:/tmp/lock-signals",
+            "busctl", "monitor", "--match=type='signal',interface='org.freedesktop.login1.Session',member='Lock'",
+        ])
+        func locks() -> Int { typescript("/tmp/lock-signals").components(separatedBy: "Member=Lock").count - 1 }
+        try enforcedCurfew(["lockout", "kid", "lock"])
+        // No screen time today beyond the grant, which is used up.
+        try enforcedCurfew(["limit", "kid", "0"])
+        try waitUntil(seconds: 8, "LockSession") { locks() >= 1 }
+        try ok(["busctl", "call", "org.freedesktop.login1", path, "org.freedesktop.login1.Session", "SetLockedHint", "b", "true"])
+        usleep(3_000_000)
+        let whileLocked = locks()
+        usleep(2_500_000)
+        #expect(locks() == whileLocked, "locked again while locked")
+        // The child unlocks: locked again within seconds.
+        try ok(["busctl", "call", "org.freedesktop.login1", path, "org.freedesktop.login1.Session", "SetLockedHint", "b", "false"])
+        try waitUntil(seconds: 5, "the lock after the unlock") { locks() > whileLocked }
+        let lockEvents = try enforcedCurfew(["events", "--json"]).components(separatedBy: "\"kind\": \"session-locked\"").count - 1
+        #expect(lockEvents >= 2, "session-locked events: \(lockEvents)")
+        #expect((try? kidSessions())?.isEmpty == false, "lock must not end the session")
+        try ok(["systemctl", "stop", "curfewd-enforce", "lockwatch"])
     }
 }
 
