@@ -42,7 +42,6 @@ public final class Tracker {
     /// How often, between ticks, processes are checked for apps to stop when the process connector
     /// is not available: a blocked app dies within this much of its exec, plus the time to parse it.
     let enforcementPollMilliseconds: Int64
-    var lastEnforcement: Int64 = 0
     /// Whether, at the last pass, some managed user had app rules or was blocked: only then are
     /// processes checked between ticks.
     var mayStopSomething = false
@@ -268,7 +267,6 @@ public final class Tracker {
     func enforceApps() {
         let policies = state.policies
         let monotonic = clock().monotonic
-        lastEnforcement = monotonic
         var enforced = Set<UInt32>()
         defer {
             enforcedUIDs = enforced
@@ -325,6 +323,7 @@ public final class Tracker {
         logger.notice(
             "stopped an app", metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
         state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2))
+        // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
                 time: now, user: user, kind: "app-stopped", message: message,
@@ -333,7 +332,6 @@ public final class Tracker {
                         ("app", .string(app)), ("reason", .string(reason.word)),
                         ("pids", .array(processes.map { .int(Int64($0.pid)) })),
                     ]))))
-        // Written with the next flush (within 2 s), never in the way of the next kill.
     }
 
     func app(of process: TrackedProcess) -> String {
