@@ -134,9 +134,12 @@ struct EnforcementEndToEndTests {
         // Untouched: the same user's other process and root's copy of the game.
         #expect(kill(unrelated, 0) == 0 && waitpid(unrelated, nil, WNOHANG) == 0, "the unrelated process was hit")
         #expect(kill(rootsCopy, 0) == 0 && waitpid(rootsCopy, nil, WNOHANG) == 0, "another user's process was hit")
-        usleep(300_000)
-        let stopped = try events(runner, kind: "app-stopped")
-        #expect(stopped.count >= 52, "\(stopped.count) app-stopped events")
+        // Events reach the database with the tracker's next flush (every 2 s).
+        var stopped: [[String: Any]] = []
+        try waitUntil(seconds: 5, "52 app-stopped events") {
+            stopped = (try? events(runner, kind: "app-stopped")) ?? []
+            return stopped.count >= 52
+        }
         #expect(stopped.allSatisfy { $0["message"] as? String == "testgame was stopped: a parent blocked it" })
     }
 
