@@ -83,8 +83,9 @@ final class Workspace {
         if let cachedScan { return cachedScan }
         try requireInitialised()
         let trusted = try translatingErrors { try keyRing.trustedKeys() }
+        let revoked = try translatingErrors { try keyRing.revocations() }
         let index = (try? openStore().read { try RecordIndex.all($0) }) ?? [:]
-        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index) }
+        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index, revoked: revoked) }
         for ignored in scan.ignored where user == nil || ignored.user == nil || ignored.user == user {
             Output.warning("ignored record \(ignored.name): \(ignored.reason)")
         }
@@ -93,14 +94,21 @@ final class Workspace {
         return scan
     }
 
-    /// The user's policy in force, verified again from its file.
-    func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
+    /// The user's records folded (`PolicyMerge`): the policy in force, concurrent edits merged, each
+    /// record it needs verified again from its file.
+    func policyState(of user: String) throws -> PolicyMerge.Result {
         try translatingErrors { try Policy.validateUserName(user) }
-        let scan = try scan(warningsFor: user)
-        guard let summary = scan.current(for: user), !summary.removesUser else {
+        return try scan(warningsFor: user).fold(user: user) { try load($0) }
+    }
+
+    /// The user's policy in force and the record that decides its version (the newest; with merged
+    /// edits, the latest of them). The next edit is based on `record.version`.
+    func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
+        let state = try policyState(of: user)
+        guard let policy = state.policy, let record = state.record else {
             throw CLIError("unknown user \(quoted(user)): no policy for this user (add one with curfew user add \(user))", .invalidArguments)
         }
-        return (try load(summary).policy!, summary)
+        return (policy, record)
     }
 
     /// Reads and verifies a record file that the scan found valid.
