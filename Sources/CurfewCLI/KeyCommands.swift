@@ -159,7 +159,7 @@ struct KeyCommand: ParsableCommand {
             }
             let revocation = KeyRevocation(
                 key: id, time: Workspace.now(), versions: versions, records: records.map(\.id) + grants.map(\.id))
-            try translatingErrors { try workspace.keyRing.revoke(revocation) }
+            _ = try translatingErrors { try workspace.keyRing.revoke(revocation) }
             workspace.finish()
             let count = records.count + grants.count
             Output.line(

@@ -167,7 +167,7 @@ struct PolicyMergeTests {
             "a", version: 2, author: F.parentA, time: 300,
             policy: F.policy {
                 $0.weekdayLimits = [.mon: .minutes(30), .sat: .minutes(180)]
-                $0.weekdayBedtimes = [.fri: .some(nil)]
+                $0.weekdayBedtimes = [.fri: nil]
             })
         let b = F.input(
             "b", version: 2, author: F.parentB, time: 200,
@@ -181,7 +181,7 @@ struct PolicyMergeTests {
             result.policy
                 == F.policy {
                     $0.weekdayLimits = [.sat: .minutes(180), .sun: .unlimited]
-                    $0.weekdayBedtimes = [.fri: .some(nil), .sat: F.window("23:00-09:00")]
+                    $0.weekdayBedtimes = [.fri: nil, .sat: F.window("23:00-09:00")]
                 })
         #expect(result.conflicts == ["weekdayBedtimes.fri"])
     }

@@ -260,3 +260,13 @@ import Testing
         #expect(try family.runner.snapshot() == before)
     }
 }
+
+/// Every ordering of a short list.
+private func permutations<T>(_ items: [T]) -> [[T]] {
+    guard items.count > 1 else { return [items] }
+    return items.indices.flatMap { index in
+        var rest = items
+        let item = rest.remove(at: index)
+        return permutations(rest).map { [item] + $0 }
+    }
+}
