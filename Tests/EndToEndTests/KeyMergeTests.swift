@@ -174,7 +174,7 @@ import Testing
         let revoke = try family.ok("c", ["key", "revoke", b, "--yes"], shared: shared)
         #expect(
             revoke.stdout
-                == "revoked key \(b): 1 record it signed before counts; anything it signs from now on is ignored\n")
+                == "revoked key \(b): 1 record it signed before still counts; anything it signs from now on is ignored\n")
         let revocation = try String(contentsOfFile: "\(family.state("c"))/keys/revoked/\(b).json", encoding: .utf8)
         #expect(revocation.contains("\"versions\":{\"kid\":2}"))
         // b goes on publishing: c ignores it, with the reason; a still trusts b.
