@@ -41,6 +41,7 @@ final class Workspace {
     private var store: StateStore?
     private var pendingIndex: (entries: [IndexedRecord], vanished: [String])?
     private var cachedScan: RecordScan?
+    private var folds: [String: PolicyMerge.Result] = [:]
 
     static let databaseName = "curfew.db"
 
@@ -98,7 +99,10 @@ final class Workspace {
     /// record it needs verified again from its file.
     func policyState(of user: String) throws -> PolicyMerge.Result {
         try translatingErrors { try Policy.validateUserName(user) }
-        return try scan(warningsFor: user).fold(user: user) { try load($0) }
+        if let folded = folds[user] { return folded }
+        let folded = try scan(warningsFor: user).fold(user: user) { try load($0) }
+        folds[user] = folded
+        return folded
     }
 
     /// The user's policy in force and the record that decides its version (the newest; with merged
