@@ -19,7 +19,7 @@ struct KeyCommand: ParsableCommand {
 
         func run() throws {
             let workspace = Workspace(location)
-            try workspace.requireInitialised()
+            try workspace.requireStateDirectory()
             let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
             let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
             let revoked = try translatingErrors { try workspace.keyRing.revocations() }
@@ -58,7 +58,7 @@ struct KeyCommand: ParsableCommand {
 
         func run() throws {
             let workspace = Workspace(location)
-            try workspace.requireInitialised()
+            try workspace.requireStateDirectory()
             let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
             let text = KeyCommand.fileText(key.publicKey)
             guard let output else {
@@ -97,7 +97,7 @@ struct KeyCommand: ParsableCommand {
             }
             let key = try KeyCommand.parsePublicKey(bytes, source: file == "-" ? "standard input" : file)
             let workspace = Workspace(location)
-            try workspace.requireInitialised()
+            try workspace.requireStateDirectory()
             let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
             // A private key is 32 bytes of base64 too: trusting one by mistake would trust a key
             // nobody holds, and print a secret's name as if it were a public key.
@@ -137,7 +137,7 @@ struct KeyCommand: ParsableCommand {
                 throw CLIError("key id must be 16 lowercase hex digits, got \(quoted(id))", .invalidArguments)
             }
             let workspace = Workspace(location)
-            try workspace.requireInitialised()
+            try workspace.requireStateDirectory()
             let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
             guard id != own.id else {
                 throw CLIError("key \(id) is this computer's own parent key and cannot be revoked", .invalidArguments)

@@ -55,15 +55,21 @@ final class Workspace {
 
     /// Fails with exit 69 unless `curfew init` has set up the state and shared directories.
     func requireInitialised() throws {
+        try requireStateDirectory()
+        guard Files.isDirectory(shared.recordsPath) else {
+            throw CLIError("shared directory \(shared.path) is unavailable: \(shared.recordsPath) is missing", .unavailable)
+        }
+    }
+
+    /// Fails with exit 69 unless `curfew init` has set up the state directory (77 when it cannot be
+    /// read); the shared directory is not needed.
+    func requireStateDirectory() throws {
         guard Files.isDirectory(keyRing.directory) else {
             if Files.isDirectory(stateDirectory) && access(stateDirectory, R_OK | X_OK) != 0 {
                 throw CLIError(
                     "cannot read the state directory \(stateDirectory) (only a parent may do this; try sudo)", .notPermitted)
             }
             throw CLIError("state directory \(stateDirectory) is not initialised (run curfew init)", .unavailable)
-        }
-        guard Files.isDirectory(shared.recordsPath) else {
-            throw CLIError("shared directory \(shared.path) is unavailable: \(shared.recordsPath) is missing", .unavailable)
         }
     }
 

@@ -107,6 +107,10 @@ import Testing
         let publicKey = try String(contentsOfFile: "\(family.root)/a.pub", encoding: .utf8)
         #expect(show == "key id: \(a)\npublic key: \(publicKey)trusted keys:\n\(["  \(a) (this computer's)", "  \(b)"].sorted().joined(separator: "\n"))\n")
         #expect(try family.ok("a", ["key", "export"]).stdout == publicKey)
+        // Keys live in the state directory: no shared directory is needed (a's default one does not exist).
+        let withoutShared = try family.runner.run(["key", "export"], stateDir: family.state("a"))
+        #expect(withoutShared.status == 0, "\(withoutShared)")
+        #expect(withoutShared.stdout == publicKey)
         #expect(try family.ok("c", ["key", "trust", "\(family.root)/a.pub"]).stdout == "key \(a) is already trusted\n")
         let fresh = try family.ok("c", ["key", "trust", "-"], stdin: publicKey)
         #expect(fresh.stdout == "key \(a) is already trusted\n")
