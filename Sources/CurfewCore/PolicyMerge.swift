@@ -11,7 +11,11 @@
 ///   `PolicyFold.current` picks at the top level).
 /// - A record's **base** is `S(baseVersion)`: the state at the version its author edited, as every
 ///   reader folds it. A record whose `baseVersion` is the version a merge produced is therefore
-///   applied on top of the merged policy, which is what the CLI's next edit does.
+///   applied on top of the merged policy, which is what the CLI's next edit does. One exception
+///   (`base(of:merged:level:)`): when that version merged several records, one of them by the same
+///   key, and the record agrees with that own record (not with the merge) on every field where
+///   the two differ, its author had not seen the merge, and the own record is the base; so a
+///   parent's second edit made before the other parent's first arrived does not take it back.
 /// - A record **changes** a field when its value differs from the base's (a record without a base,
 ///   the user's first, sets every field). Fields: `dailyLimitMinutes`, `weekdayLimits.<day>`,
 ///   `bedtime`, `weekdayBedtimes.<day>`, `apps.<app>` (a rule added, removed or changed),
@@ -91,8 +95,8 @@ public enum PolicyMerge {
         var winner: Input?
         for version in byVersion.keys.sorted() {
             let ranked = byVersion[version]!.sorted(by: outranks)
-            let (state, level) = foldLevel(ranked, previous: states.last?.state ?? nil) { base in
-                stateAt(base, in: states)
+            let (state, level) = foldLevel(ranked, previous: states.last?.state ?? nil) { edit in
+                base(of: edit, merged: stateAt(edit.record.baseVersion, in: states), level: byVersion[edit.record.baseVersion] ?? [])
             }
             states.append((version, state))
             if let level { levels.append(level) }
@@ -105,7 +109,8 @@ public enum PolicyMerge {
 
     /// The records the fold of `summaries` (one user's) needs: those from the newest version whose
     /// state does not depend on older ones. That is a version with one record that is based on the
-    /// state just below it, where no newer record is based on anything older. In a linear history
+    /// state just below it (not a version that merged several records), where no newer record is
+    /// based on anything older. In a linear history
     /// this is only the newest record, so a reader loads one file however long the history is.
     /// Folding the returned records gives the same policy, version and top merge as folding all.
     public static func needed(_ summaries: [RecordSummary]) -> [RecordSummary] {
@@ -116,7 +121,10 @@ public enum PolicyMerge {
         for (index, version) in versions.enumerated().reversed() {
             let level = byVersion[version]!
             let previous = index > 0 ? versions[index - 1] : 0
-            if level.count == 1, level[0].baseVersion >= previous, lowestBaseAbove >= version {
+            // A base that merged several records may be compared with its author's own record there.
+            if level.count == 1, level[0].baseVersion >= previous, lowestBaseAbove >= version,
+                (byVersion[level[0].baseVersion]?.count ?? 0) < 2
+            {
                 return summaries.filter { $0.version >= version }
             }
             lowestBaseAbove = min(lowestBaseAbove, level.map(\.baseVersion).min()!)
@@ -148,7 +156,24 @@ public enum PolicyMerge {
         return low == 0 ? nil : states[low - 1].state
     }
 
-    static func foldLevel(_ ranked: [Input], previous: State?, base: (Int) -> State?) -> (State?, Level?) {
+    /// The state an edit is compared with to find what it changed. Normally `S(baseVersion)`. When
+    /// that version merged several records and the edit's author made exactly one of them, the author
+    /// may not have seen the merge (two edits in a row while another parent edited too): if the
+    /// edit agrees with the author's own record on every field where that record and the merge
+    /// differ, it is compared with the author's own record, so the other parent's changes are not
+    /// taken back; if it agrees with the merge on any of those fields, its author saw the merge.
+    static func base(of edit: Input, merged: State?, level: [Input]) -> State? {
+        guard level.count > 1, let mine = edit.record.policy, let merged else { return merged }
+        let own = level.filter { $0.record.author == edit.record.author }
+        guard own.count == 1, let ownPolicy = own[0].record.policy else { return merged }
+        let ownFields = fields(of: ownPolicy)
+        let differing = Set(ownFields.keys).union(merged.fields.keys).filter { ownFields[$0] != merged.fields[$0] }
+        let mineFields = fields(of: mine)
+        let sawMerge = differing.isEmpty || differing.contains { mineFields[$0] == merged.fields[$0] }
+        return sawMerge ? merged : State(policy: ownPolicy, fields: ownFields)
+    }
+
+    static func foldLevel(_ ranked: [Input], previous: State?, base: (Input) -> State?) -> (State?, Level?) {
         let version = ranked[0].record.version
         let ids = ranked.map(\.id)
         let edits = ranked.filter { $0.record.policy != nil }
@@ -163,7 +188,7 @@ public enum PolicyMerge {
         var conflicts: [String] = edits.count < ranked.count ? ["policy"] : []
         let changes: [(fields: [String: JSONValue], changed: Set<String>)] = edits.map { edit in
             let mine = fields(of: edit.record.policy!)
-            guard let baseFields = base(edit.record.baseVersion)?.fields else {
+            guard let baseFields = base(edit)?.fields else {
                 return (mine, Set(mine.keys).union(target.keys))
             }
             let changed = Set(mine.keys).union(baseFields.keys).filter { mine[$0] != baseFields[$0] }

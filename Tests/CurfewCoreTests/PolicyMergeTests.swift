@@ -286,14 +286,53 @@ struct PolicyMergeTests {
         #expect(result.version == 3)
         #expect(result.mergedRecords.isEmpty)
         #expect(result.levels.map(\.version) == [2])
-        // A late edit of version 1 (its author had not seen version 2) merges into version 2, and
-        // the version 3 made without it keeps the fields it did not touch.
+        // A late edit of version 1 merges into version 2. c's author saw a merge of a and b only (c
+        // agrees with the merge on the daily limit), so c is compared with the whole version 2 and
+        // sets d's warnings back: the documented limit of a base named by version alone.
         let late = F.input("d", version: 2, author: F.parentC, time: 500, policy: F.policy { $0.warnMinutes = [5] })
         let withLate = foldEveryOrder([F.first, a, b, c, late])
         #expect(withLate.version == 3)
         #expect(withLate.levels.first?.records == ["d", "a", "b"])
-        // Documented limit: version 3 was based on a version 2 without d, so it sets warnings back.
         #expect(withLate.policy == next)
+    }
+
+    @Test("a parent's second edit made before the other parent's first arrived keeps the other's change")
+    func secondEditBeforeTheMerge() {
+        let a = F.input("a", version: 2, author: F.parentA, time: 200, policy: F.policy { $0.dailyLimit = .minutes(60) })
+        let b = F.input("b", version: 2, author: F.parentB, time: 150, policy: F.policy { $0.bedtime = F.window("21:30-07:00") })
+        // a's author edits again, from a alone.
+        let a3 = F.input(
+            "a3", version: 3, author: F.parentA, time: 300,
+            policy: F.policy {
+                $0.dailyLimit = .minutes(60)
+                $0.lockout = .lock
+            })
+        let result = foldEveryOrder([F.first, a, b, a3])
+        #expect(
+            result.policy
+                == F.policy {
+                    $0.dailyLimit = .minutes(60)
+                    $0.bedtime = F.window("21:30-07:00")
+                    $0.lockout = .lock
+                })
+        // An author who saw the merge (a3 keeps b's bedtime) and set one of b's fields back: the
+        // merge is the base, so the change back counts.
+        let seen = F.input(
+            "seen", version: 3, author: F.parentA, time: 300,
+            policy: F.policy {
+                $0.dailyLimit = .minutes(120)
+                $0.bedtime = F.window("21:30-07:00")
+                $0.warnMinutes = [10]
+            })
+        #expect(
+            foldEveryOrder([F.first, a, b, seen]).policy
+                == F.policy {
+                    $0.bedtime = F.window("21:30-07:00")
+                    $0.warnMinutes = [10]
+                })
+        // A removal by the other parent's key at that version: the merge is the base.
+        let removal = F.input("r", version: 2, author: F.parentB, time: 100, policy: nil)
+        #expect(foldEveryOrder([F.first, a, removal, a3]).policy == a3.record.policy)
     }
 
     @Test("a record based on an older version changes only what it changed")
@@ -340,7 +379,9 @@ struct PolicyMergeTests {
         #expect(ids([F.first]) == ["r1"])
         #expect(ids([F.first, a, c]) == ["c"])
         #expect(ids([F.first, a, b]) == ["a", "b", "r1"])
-        #expect(ids([F.first, a, b, c]) == ["c"])
+        // c is based on version 2, which merged a and b: c may be compared with its author's own a.
+        #expect(ids([F.first, a, b, c]) == ["a", "b", "c", "r1"])
+        #expect(ids([F.first, a, b, c, F.input("e", version: 4, time: 400, policy: F.policy())]) == ["e"])
         #expect(ids([F.first, a, b, c, d]) == ["a", "b", "c", "d", "r1"])
         #expect(ids([F.first, a, c, d]) == ["a", "c", "d"])
     }

@@ -152,6 +152,25 @@ import Testing
         }
     }
 
+    @Test func aSecondEditMadeBeforeTheOtherParentsArrivedKeepsTheirChange() throws {
+        let family = try Family()
+        defer { family.runner.cleanUp() }
+        var files = try family.concurrentEdits(["limit", "kid", "1h"], ["bedtime", "kid", "21:30-07:00"])
+        // a edits again, still without b's record: version 3, based on a's own version 2.
+        let before = try family.records("\(family.root)/shared-a")
+        try family.ok("a", ["lockout", "kid", "lock"])
+        files.append("\(family.root)/shared-a/records/\(try family.records("\(family.root)/shared-a").subtracting(before).first!)")
+        for (index, order) in permutations(files).enumerated() where index % 5 == 0 {
+            let shared = try family.sharedDirectory("order-\(index)", copying: order)
+            for who in ["a", "b", "c"] {
+                let show = try family.ok(who, ["policy", "show", "kid", "--json"], shared: shared)
+                #expect(
+                    show.stdout == KeyMergeTests.mergedJSON.replacingOccurrences(of: "\"logout\"", with: "\"lock\""),
+                    "\(who), order \(index)")
+            }
+        }
+    }
+
     @Test func aFieldBothChangedTakesTheLaterRecordsValue() throws {
         let family = try Family()
         defer { family.runner.cleanUp() }
