@@ -110,9 +110,9 @@ public enum PolicyMerge {
     /// The records the fold of `summaries` (one user's) needs: those from the newest version whose
     /// state does not depend on older ones. That is a version with one record that is based on the
     /// state just below it (not a version that merged several records), where no newer record is
-    /// based on anything older. In a linear history
-    /// this is only the newest record, so a reader loads one file however long the history is.
-    /// Folding the returned records gives the same policy, version and top merge as folding all.
+    /// based on anything older. In a linear history this is only the newest record, so a reader
+    /// loads one file however long the history is. Folding the returned records gives the same
+    /// policy, version and top merge as folding all.
     public static func needed(_ summaries: [RecordSummary]) -> [RecordSummary] {
         let versions = Set(summaries.map(\.version)).sorted()
         let byVersion = Dictionary(grouping: summaries, by: \.version)
