@@ -26,12 +26,15 @@ public struct PolicyLoader: Sendable {
         public var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
         /// Valid, trusted grants of managed users that no `extra-time-granted` event mentions yet.
         public var unannouncedGrants: [GrantSummary] = []
+        /// How each managed user's records folded: the records merged into the version in force and
+        /// the fields in conflict (`PolicyMerge.Result.top`), for confirmations.
+        public var merges: [String: PolicyMerge.Result] = [:]
     }
 
     public func load(previous: [String: Policy], logger: Logger) throws -> Result {
         let trusted = try keyRing.trustedKeys()
         let index = try store.read { try RecordIndex.all($0) }
-        let scan = try RecordScan.scan(shared, trusted: trusted, index: index)
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations())
         if !scan.newIndexEntries.isEmpty || !scan.vanished.isEmpty {
             try store.write { db in
                 try RecordIndex.save(scan.newIndexEntries, db)
@@ -40,14 +43,18 @@ public struct PolicyLoader: Sendable {
         }
         var policies: [String: Policy] = [:]
         var versions: [String: Int] = [:]
+        var merges: [String: PolicyMerge.Result] = [:]
         for (user, summary) in scan.currentByUser {
-            switch RecordVerifier.load(path: "\(shared.recordsPath)/\(summary.id)", name: summary.id, trusted: trusted) {
-            case .success(let record):
-                if let policy = record.policy {
-                    policies[user] = policy
-                    versions[user] = record.version
+            do {
+                let merge = try scan.fold(user: user) { record in
+                    try RecordVerifier.load(path: "\(shared.recordsPath)/\(record.id)", name: record.id, trusted: trusted).get()
                 }
-            case .failure:
+                merges[user] = merge
+                if let policy = merge.policy {
+                    policies[user] = policy
+                    versions[user] = merge.version
+                }
+            } catch {
                 logger.warning("record in force changed while read; keeping the last good policy", metadata: ["user": "\(user)", "record.id": "\(summary.id)"])
                 if let old = previous[user] { policies[user] = old }
             }
@@ -59,6 +66,7 @@ public struct PolicyLoader: Sendable {
         return Result(
             policies: policies, versions: versions, ignored: scan.ignored, removed: removed,
             adjustments: GrantFold.adjustments(grants),
-            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) })
+            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) },
+            merges: merges)
     }
 }

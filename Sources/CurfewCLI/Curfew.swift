@@ -14,7 +14,7 @@ public struct Curfew: ParsableCommand {
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
             LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
             Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self,
-            CheckLogin.self,
+            CheckLogin.self, KeyCommand.self,
         ])
 
     public init() {}

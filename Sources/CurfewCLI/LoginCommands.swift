@@ -72,7 +72,7 @@ struct CheckLogin: ParsableCommand {
                 }
                 return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
             }
-            let policy = try workspace.load(summary).policy ?? Policy.defaults(for: user)
+            let policy = try workspace.policyState(of: user).policy ?? Policy.defaults(for: user)
             let zone = Schedule.zone(for: policy)
             let store = try workspace.openStore()
             let day = zone.localTime(at: now).date

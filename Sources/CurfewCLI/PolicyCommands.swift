@@ -19,11 +19,13 @@ struct PolicyCommand: ParsableCommand {
         func run() throws {
             let workspace = Workspace(location)
             let (policy, record) = try workspace.currentPolicy(of: user)
+            let state = try workspace.policyState(of: user)
             workspace.finish()
             if json {
                 Output.line(policy.json.prettyString)
             } else {
                 PolicyCommand.describe(policy, record: record).forEach { Output.line($0) }
+                PolicyCommand.describeMerge(state).forEach { Output.line($0) }
             }
         }
     }
@@ -83,8 +85,9 @@ struct PolicyCommand: ParsableCommand {
                 throw CLIError("policy file \(file): \(error.message)", .badInputData)
             }
             let workspace = Workspace(options.location)
-            let current = try workspace.scan(warningsFor: policy.user).current(for: policy.user)
-            let old: Policy? = current.flatMap { $0.removesUser ? nil : $0 }.map { try? workspace.load($0).policy } ?? nil
+            let state = try workspace.policyState(of: policy.user)
+            let current = state.record
+            let old = state.policy
             let description =
                 old == nil ? "\(policy.user) is now managed with the policy from \(file)"
                 : old == policy ? "\(policy.user) already has the policy in \(file)"
@@ -93,6 +96,19 @@ struct PolicyCommand: ParsableCommand {
                 try workspace.publish(policy, for: policy.user, replacing: current, now: Workspace.now())
             }
         }
+    }
+
+    /// What the fold merged into the version in force, if anything:
+    /// `merged 2 records of version 2: <id>, <id>` and, when fields were in conflict,
+    /// `conflicting fields (the later record's value kept): dailyLimitMinutes`.
+    static func describeMerge(_ state: PolicyMerge.Result) -> [String] {
+        guard let top = state.top else { return [] }
+        var lines = ["merged \(top.records.count) records of version \(top.version): \(top.records.joined(separator: ", "))"]
+        if !top.conflicts.isEmpty {
+            lines.append("conflicting fields (the later record's value kept): \(top.conflicts.joined(separator: ", "))")
+        }
+        if let fallback = top.fallback { lines.append(fallback) }
+        return lines
     }
 
     /// A policy for people, one setting a line.

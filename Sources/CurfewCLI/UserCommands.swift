@@ -51,7 +51,7 @@ struct UserCommand: ParsableCommand {
             var rows: [[String]] = [["USER", "VERSION", "DAILY LIMIT", "BEDTIME", "LOCKOUT"]]
             var entries: [JSONValue] = []
             for (user, summary) in current {
-                let policy = try workspace.load(summary).policy!
+                guard let policy = try workspace.policyState(of: user).policy else { continue }
                 rows.append([
                     user, "\(summary.version)", policy.dailyLimit.text, policy.bedtime.map { "\($0)" } ?? "off",
                     policy.lockout.rawValue,

@@ -41,6 +41,7 @@ final class Workspace {
     private var store: StateStore?
     private var pendingIndex: (entries: [IndexedRecord], vanished: [String])?
     private var cachedScan: RecordScan?
+    private var folds: [String: PolicyMerge.Result] = [:]
 
     static let databaseName = "curfew.db"
 
@@ -54,15 +55,21 @@ final class Workspace {
 
     /// Fails with exit 69 unless `curfew init` has set up the state and shared directories.
     func requireInitialised() throws {
+        try requireStateDirectory()
+        guard Files.isDirectory(shared.recordsPath) else {
+            throw CLIError("shared directory \(shared.path) is unavailable: \(shared.recordsPath) is missing", .unavailable)
+        }
+    }
+
+    /// Fails with exit 69 unless `curfew init` has set up the state directory (77 when it cannot be
+    /// read); the shared directory is not needed.
+    func requireStateDirectory() throws {
         guard Files.isDirectory(keyRing.directory) else {
             if Files.isDirectory(stateDirectory) && access(stateDirectory, R_OK | X_OK) != 0 {
                 throw CLIError(
                     "cannot read the state directory \(stateDirectory) (only a parent may do this; try sudo)", .notPermitted)
             }
             throw CLIError("state directory \(stateDirectory) is not initialised (run curfew init)", .unavailable)
-        }
-        guard Files.isDirectory(shared.recordsPath) else {
-            throw CLIError("shared directory \(shared.path) is unavailable: \(shared.recordsPath) is missing", .unavailable)
         }
     }
 
@@ -83,8 +90,9 @@ final class Workspace {
         if let cachedScan { return cachedScan }
         try requireInitialised()
         let trusted = try translatingErrors { try keyRing.trustedKeys() }
+        let revoked = try translatingErrors { try keyRing.revocations() }
         let index = (try? openStore().read { try RecordIndex.all($0) }) ?? [:]
-        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index) }
+        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index, revoked: revoked) }
         for ignored in scan.ignored where user == nil || ignored.user == nil || ignored.user == user {
             Output.warning("ignored record \(ignored.name): \(ignored.reason)")
         }
@@ -93,14 +101,24 @@ final class Workspace {
         return scan
     }
 
-    /// The user's policy in force, verified again from its file.
-    func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
+    /// The user's records folded (`PolicyMerge`): the policy in force, concurrent edits merged, each
+    /// record it needs verified again from its file.
+    func policyState(of user: String) throws -> PolicyMerge.Result {
         try translatingErrors { try Policy.validateUserName(user) }
-        let scan = try scan(warningsFor: user)
-        guard let summary = scan.current(for: user), !summary.removesUser else {
+        if let folded = folds[user] { return folded }
+        let folded = try scan(warningsFor: user).fold(user: user) { try load($0) }
+        folds[user] = folded
+        return folded
+    }
+
+    /// The user's policy in force and the record that decides its version (the newest; with merged
+    /// edits, the latest of them). The next edit is based on `record.version`.
+    func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
+        let state = try policyState(of: user)
+        guard let policy = state.policy, let record = state.record else {
             throw CLIError("unknown user \(quoted(user)): no policy for this user (add one with curfew user add \(user))", .invalidArguments)
         }
-        return (try load(summary).policy!, summary)
+        return (policy, record)
     }
 
     /// Reads and verifies a record file that the scan found valid.

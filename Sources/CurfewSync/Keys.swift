@@ -126,3 +126,98 @@ public struct KeyRing: Sendable {
         return keys
     }
 }
+
+/// A parent key revoked on this computer, kept as `<state-dir>/keys/revoked/<key id>.json`.
+///
+/// The key stays trusted for what it signed before: the records of it that were valid in the shared
+/// directory when it was revoked (`records`) still count, so revoking never rewrites history. Every
+/// other record or grant it signs is ignored with "signed by revoked key ID", whatever time or
+/// version it claims, since a thief of the key can backdate both. `time` and `versions` (the
+/// highest version per user among the listed records) say what the key had done, for people.
+public struct KeyRevocation: Sendable, Equatable {
+    public var key: String
+    public var time: Int64
+    public var versions: [String: Int]
+    /// Ids (file names) of the key's records and grants that still count.
+    public var records: [String]
+
+    public init(key: String, time: Int64, versions: [String: Int], records: [String]) {
+        self.key = key
+        self.time = time
+        self.versions = versions
+        self.records = records.sorted()
+    }
+
+    /// Whether the key's record or grant `id` still counts.
+    public func allows(_ id: String) -> Bool { records.contains(id) }
+
+    public var reason: String { "signed by revoked key \(key)" }
+
+    public var json: JSONValue {
+        .object(
+            JSONObject([
+                ("key", .string(key)),
+                ("revokedAt", .string(utcTimestamp(time))),
+                ("versions", .object(JSONObject(versions.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))),
+                ("records", .array(records.map { .string($0) })),
+            ]))
+    }
+
+    /// Reads a revocation file; nil when it is not one.
+    public static func parse(_ bytes: [UInt8]) -> KeyRevocation? {
+        guard case .object(let object)? = try? JSONValue.parse(bytes),
+            case .string(let key)? = object["key"], KeyID.isValid(key),
+            case .string(let timeText)? = object["revokedAt"], let time = parseUTCTimestamp(timeText),
+            case .object(let versionObject)? = object["versions"],
+            case .array(let recordValues)? = object["records"]
+        else { return nil }
+        var versions: [String: Int] = [:]
+        for (user, value) in versionObject.entries {
+            guard case .int(let version) = value, let small = Int(exactly: version) else { return nil }
+            versions[user] = small
+        }
+        var records: [String] = []
+        for value in recordValues {
+            guard case .string(let id) = value else { return nil }
+            records.append(id)
+        }
+        return KeyRevocation(key: key, time: time, versions: versions, records: records)
+    }
+}
+
+extension KeyRing {
+    public var revokedDirectory: String { "\(directory)/revoked" }
+
+    /// Writes a revocation; false when the key was already revoked (the first revocation stands).
+    @discardableResult
+    public func revoke(_ revocation: KeyRevocation) throws(FileError) -> Bool {
+        try Files.makeDirectories(revokedDirectory, mode: 0o700)
+        return try Files.writeAtomically(
+            Array((revocation.json.canonicalString + "\n").utf8), directory: revokedDirectory,
+            name: "\(revocation.key).json", mode: 0o644, replace: false)
+    }
+
+    /// Every revocation by key id. A damaged revocation file revokes every record of its key: a
+    /// revocation that cannot be read must never bring a key back.
+    public func revocations() throws(KeyError) -> [String: KeyRevocation] {
+        let names: [String]
+        do {
+            names = try Files.list(revokedDirectory)
+        } catch {
+            if error.isMissing { return [:] }
+            throw .unreadable(error)
+        }
+        var revocations: [String: KeyRevocation] = [:]
+        for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            let id = String(name.dropLast(5))
+            guard KeyID.isValid(id) else { continue }
+            let bytes = try? Files.readRegularFile("\(revokedDirectory)/\(name)", maxBytes: 1 << 24)
+            if let bytes, let revocation = KeyRevocation.parse(bytes), revocation.key == id {
+                revocations[id] = revocation
+            } else {
+                revocations[id] = KeyRevocation(key: id, time: 0, versions: [:], records: [])
+            }
+        }
+        return revocations
+    }
+}

@@ -82,6 +82,13 @@ public struct RecordScan: Sendable {
         PolicyFold.current(valid.filter { $0.user == user })
     }
 
+    /// The user's policy in force: their records folded with `PolicyMerge`, loading (and verifying
+    /// again) only the records the fold needs.
+    public func fold(user: String, load: (RecordSummary) throws -> PolicyRecord) rethrows -> PolicyMerge.Result {
+        let needed = PolicyMerge.needed(records(of: user))
+        return PolicyMerge.fold(try needed.map { PolicyMerge.Input(id: $0.id, record: try load($0)) })
+    }
+
     /// Extra time per user and day from every trusted grant.
     public var adjustments: [String: [LocalDate: DayAdjustment]] { GrantFold.adjustments(grants) }
 
@@ -89,9 +96,11 @@ public struct RecordScan: Sendable {
     public func records(of user: String) -> [RecordSummary] { valid.filter { $0.user == user } }
 
     /// Checks every record file in `shared.recordsPath`, reusing what `index` already knows about
-    /// files whose identity has not changed. Only records signed by a key in `trusted` count.
+    /// files whose identity has not changed. Only records signed by a key in `trusted` count, and of
+    /// a key in `revoked` only the records its revocation lists.
     public static func scan(
-        _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord]
+        _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord],
+        revoked: [String: KeyRevocation] = [:]
     ) throws(FileError) -> RecordScan {
         let names: [String]
         do {
@@ -128,7 +137,9 @@ public struct RecordScan: Sendable {
             }
             switch verdict {
             case .valid(let summary):
-                if trusted[summary.author] != nil {
+                if let revocation = revoked[summary.author], !revocation.allows(name) {
+                    scan.ignored.append(IgnoredRecord(name: name, reason: revocation.reason, user: summary.user))
+                } else if trusted[summary.author] != nil {
                     scan.valid.append(summary)
                 } else {
                     scan.ignored.append(
@@ -137,7 +148,9 @@ public struct RecordScan: Sendable {
                             user: summary.user))
                 }
             case .validGrant(let summary):
-                if trusted[summary.author] != nil {
+                if let revocation = revoked[summary.author], !revocation.allows(name) {
+                    scan.ignored.append(IgnoredRecord(name: name, reason: revocation.reason, user: summary.user))
+                } else if trusted[summary.author] != nil {
                     scan.grants.append(summary)
                 } else {
                     scan.ignored.append(

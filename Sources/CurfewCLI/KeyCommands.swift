@@ -1,0 +1,188 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+import Foundation
+
+/// `curfew key show|export|trust|revoke`: which parent keys this computer accepts records from.
+/// Trust lives in the state directory (`keys/trusted/`, `keys/revoked/`), never in the shared one.
+struct KeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "key",
+        abstract: "Show, export, trust or revoke parent keys.",
+        subcommands: [Show.self, Export.self, Trust.self, Revoke.self])
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show this computer's parent key and the keys it trusts.")
+        @OptionGroup var location: LocationOptions
+        @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+        func run() throws {
+            let workspace = Workspace(location)
+            try workspace.requireStateDirectory()
+            let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
+            let revoked = try translatingErrors { try workspace.keyRing.revocations() }
+            if json {
+                let entries: [JSONValue] = trusted.keys.sorted().map { id in
+                    .object(
+                        JSONObject([
+                            ("id", .string(id)), ("publicKey", .string(trusted[id]!.base64)),
+                            ("revokedAt", revoked[id].map { .string(utcTimestamp($0.time)) } ?? .null),
+                        ]))
+                }
+                let object = JSONObject([
+                    ("id", .string(key.id)), ("publicKey", .string(key.publicKey.base64)), ("trusted", .array(entries)),
+                ])
+                Output.line(JSONValue.object(object).prettyString)
+                return
+            }
+            Output.line("key id: \(key.id)")
+            Output.line("public key: \(key.publicKey.base64)")
+            Output.line("trusted keys:")
+            for id in trusted.keys.sorted() {
+                let note =
+                    id == key.id ? " (this computer's)"
+                    : revoked[id].map { " (revoked at \(utcTimestamp($0.time)))" } ?? ""
+                Output.line("  \(id)\(note)")
+            }
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write this computer's public key, for curfew key trust on another computer.")
+        @OptionGroup var location: LocationOptions
+        @Option(name: .long, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
+        var output: String?
+
+        func run() throws {
+            let workspace = Workspace(location)
+            try workspace.requireStateDirectory()
+            let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            let text = KeyCommand.fileText(key.publicKey)
+            guard let output else {
+                print(text, terminator: "")
+                return
+            }
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+            } catch {
+                throw CLIError("cannot write \(output): \(error.localizedDescription)", .failure)
+            }
+            Output.line("wrote public key \(key.id) to \(output)")
+        }
+    }
+
+    struct Trust: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Accept records signed by another parent's or computer's key.",
+            discussion: """
+                FILE is a public key as curfew key export writes it (one line of base64), or - for \
+                standard input. Prints the key's id.
+                """)
+        @OptionGroup var location: LocationOptions
+        @Argument(help: "The public key file, or - for standard input.") var file: String
+
+        func run() throws {
+            let bytes: [UInt8]
+            if file == "-" {
+                bytes = Array(FileHandle.standardInput.readDataToEndOfFile().prefix(KeyCommand.maxFileBytes + 1))
+            } else {
+                do {
+                    bytes = try Files.readRegularFile(file, maxBytes: KeyCommand.maxFileBytes)
+                } catch {
+                    throw CLIError(error.description, error.isPermissionDenied ? .notPermitted : .invalidArguments)
+                }
+            }
+            let key = try KeyCommand.parsePublicKey(bytes, source: file == "-" ? "standard input" : file)
+            let workspace = Workspace(location)
+            try workspace.requireStateDirectory()
+            let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            // A private key is 32 bytes of base64 too: trusting one by mistake would trust a key
+            // nobody holds, and print a secret's name as if it were a public key.
+            let privateText = (try? Files.readRegularFile(workspace.keyRing.signingKeyPath, maxBytes: KeyCommand.maxFileBytes))
+                .map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) }
+            if privateText == String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
+                throw CLIError("key file \(file) holds this computer's private signing key, not a public key (use curfew key export)", .invalidArguments)
+            }
+            if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[key.id] {
+                throw CLIError(
+                    "key \(key.id) was revoked at \(utcTimestamp(revocation.time)) and cannot be trusted again", .invalidArguments)
+            }
+            if try translatingErrors({ try workspace.keyRing.trustedKeys() })[key.id] != nil {
+                Output.line("key \(key.id) is already trusted\(key.id == own.id ? " (it is this computer's)" : "")")
+                return
+            }
+            try translatingErrors { try workspace.keyRing.trust(key) }
+            Output.line("trusted key \(key.id)")
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop accepting new records signed by a key.",
+            discussion: """
+                The key's records and grants already in the shared directory keep counting; anything \
+                else it signs is ignored with the reason "signed by revoked key ID", whatever time or \
+                version it claims. The revocation is kept in <state-dir>/keys/revoked/ID.json. \
+                This computer's own key cannot be revoked.
+                """)
+        @OptionGroup var location: LocationOptions
+        @Argument(help: "The key id (16 hex digits, as curfew key show prints).") var id: String
+        @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
+
+        func run() throws {
+            guard KeyID.isValid(id) else {
+                throw CLIError("key id must be 16 lowercase hex digits, got \(quoted(id))", .invalidArguments)
+            }
+            let workspace = Workspace(location)
+            try workspace.requireStateDirectory()
+            let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            guard id != own.id else {
+                throw CLIError("key \(id) is this computer's own parent key and cannot be revoked", .invalidArguments)
+            }
+            if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[id] {
+                Output.line("key \(id) was already revoked at \(utcTimestamp(revocation.time))")
+                return
+            }
+            guard try translatingErrors({ try workspace.keyRing.trustedKeys() })[id] != nil else {
+                throw CLIError("key \(id) is not trusted here (see curfew key show)", .invalidArguments)
+            }
+            let scan = try workspace.scan()
+            let records = scan.valid.filter { $0.author == id }
+            let grants = scan.grants.filter { $0.author == id }
+            var versions: [String: Int] = [:]
+            for record in records { versions[record.user] = max(versions[record.user] ?? 0, record.version) }
+            guard yes || Output.confirm("Revoke key \(id)? Records it signs from now on will be ignored.") else {
+                throw CLIError("not confirmed; nothing changed", .failure)
+            }
+            let revocation = KeyRevocation(
+                key: id, time: Workspace.now(), versions: versions, records: records.map(\.id) + grants.map(\.id))
+            _ = try translatingErrors { try workspace.keyRing.revoke(revocation) }
+            workspace.finish()
+            let count = records.count + grants.count
+            Output.line(
+                "revoked key \(id): \(count) record\(count == 1 ? "" : "s") it signed before still count\(count == 1 ? "s" : ""); anything it signs from now on is ignored"
+            )
+        }
+    }
+
+    static let maxFileBytes = 4096
+
+    /// A public key file: the key's raw 32 bytes in base64 on one line, as `keys/trusted/ID.pub`.
+    static func fileText(_ key: PublicKey) -> String { key.base64 + "\n" }
+
+    static func parsePublicKey(_ bytes: [UInt8], source: String) throws -> PublicKey {
+        guard bytes.count <= maxFileBytes else {
+            throw CLIError("key file \(source) must be at most \(maxFileBytes) bytes, got more", .invalidArguments)
+        }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let data = Data(base64Encoded: text), data.count == 32, let key = PublicKey(base64: text) else {
+            throw CLIError(
+                "key file \(source) must hold one Ed25519 public key in base64 (as curfew key export writes it), got \(quoted(text))",
+                .invalidArguments)
+        }
+        return key
+    }
+}
