@@ -30,6 +30,9 @@ public struct AgentConfiguration: Sendable {
     public var stopGraceMilliseconds: Int64 = 2_000
     /// Between ticks, how often processes are checked for apps to stop when polling.
     public var enforcementPollMilliseconds: Int64 = 100
+    /// This computer's id in the shared directory; nil: /etc/machine-id, else one made once in the
+    /// state directory. Tests give several agents on one computer ids of their own.
+    public var machineID: String? = nil
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -59,6 +62,11 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
+    /// Who this computer is in the shared directory, and where its confirmations go.
+    public let machine: MachineIdentity
+    let confirmations: ConfirmationStore
+    /// Serialises confirming; true once the confirmations believed written were checked on disk.
+    let confirmationsChecked = Mutex(false)
 
     public init(configuration: AgentConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -83,6 +91,8 @@ public final class Agent: Sendable {
             }
         }
         self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)
+        self.machine = try MachineIdentity.load(stateDirectory: configuration.stateDirectory, override: configuration.machineID)
+        self.confirmations = ConfirmationStore(shared: shared, machine: machine)
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
         // Until logind answers, no session is known to count.
@@ -103,7 +113,7 @@ public final class Agent: Sendable {
     /// management.
     func reloadPolicies() throws {
         let previous = state.policies
-        let result = try loader.load(previous: previous, logger: logger)
+        let result = try loader.load(previous: previous, logger: logger, now: Int64(Date().timeIntervalSince1970))
         var policies = result.policies
         var versions = result.versions
         var events: [AgentEvent] = []
@@ -180,6 +190,8 @@ public final class Agent: Sendable {
                 logger.error("cannot write the list of managed users", metadata: ["error": "\(error)"])
             }
         }
+        // After enforcement: confirmations never hold it up, and their failures never stop it.
+        confirm(result, policies: policies, versions: versions)
     }
 
     static let lastGoodPrefix = "last-good-policy:"

@@ -26,12 +26,16 @@ public struct PolicyLoader: Sendable {
         public var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
         /// Valid, trusted grants of managed users that no `extra-time-granted` event mentions yet.
         public var unannouncedGrants: [GrantSummary] = []
+        /// The scan the result was folded from: what the confirmations answer.
+        public var scan: RecordScan? = nil
     }
 
-    public func load(previous: [String: Policy], logger: Logger) throws -> Result {
+    /// `now` (seconds since the epoch), when given, lets young unreadable files count as still
+    /// arriving (`RecordScan.incomplete`) rather than rejected.
+    public func load(previous: [String: Policy], logger: Logger, now: Int64? = nil) throws -> Result {
         let trusted = try keyRing.trustedKeys()
         let index = try store.read { try RecordIndex.all($0) }
-        let scan = try RecordScan.scan(shared, trusted: trusted, index: index)
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, now: now)
         if !scan.newIndexEntries.isEmpty || !scan.vanished.isEmpty {
             try store.write { db in
                 try RecordIndex.save(scan.newIndexEntries, db)
@@ -59,6 +63,7 @@ public struct PolicyLoader: Sendable {
         return Result(
             policies: policies, versions: versions, ignored: scan.ignored, removed: removed,
             adjustments: GrantFold.adjustments(grants),
-            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) })
+            unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) },
+            scan: scan)
     }
 }

@@ -72,6 +72,13 @@ public struct RecordScan: Sendable {
     public var newIndexEntries: [IndexedRecord]
     /// Indexed files that are gone from the directory.
     public var vanished: [String]
+    /// Files named like records that may still be arriving (see `scan`'s `now`): neither valid nor
+    /// ignored, not indexed, looked at again next scan.
+    public var incomplete: [String] = []
+
+    /// How long a file whose bytes do not match its name, or are not JSON, counts as still being
+    /// written (a sync tool filling it in place) rather than as rejected.
+    public static let incompleteGraceSeconds: Int64 = 600
 
     /// The current record of each user; users whose current record removes them are left out.
     public var currentByUser: [String: RecordSummary] {
@@ -90,8 +97,12 @@ public struct RecordScan: Sendable {
 
     /// Checks every record file in `shared.recordsPath`, reusing what `index` already knows about
     /// files whose identity has not changed. Only records signed by a key in `trusted` count.
+    ///
+    /// With `now` (seconds since the epoch; the agent passes it), a file whose bytes do not match
+    /// its name or do not parse as JSON and whose mtime is within `incompleteGraceSeconds` of `now`
+    /// is `incomplete` instead of ignored, and its verdict is not indexed.
     public static func scan(
-        _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord]
+        _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord], now: Int64? = nil
     ) throws(FileError) -> RecordScan {
         let names: [String]
         do {
@@ -107,7 +118,13 @@ public struct RecordScan: Sendable {
             guard let (identity, isRegular) = try? Files.identity(path) else { continue }
             let verdict: IndexedRecord.Verdict
             var claimedUser: String? = nil
+            let young = now.map { abs($0 - identity.mtimeNanoseconds / 1_000_000_000) < incompleteGraceSeconds } ?? false
             if let known = index[name], known.identity == identity {
+                // The CLI indexes without `now`; a young file it found broken may still be arriving.
+                if young, case .invalid(let reason) = known.verdict, RecordVerifier.mayBeIncomplete(reason) {
+                    scan.incomplete.append(name)
+                    continue
+                }
                 verdict = known.verdict
             } else {
                 switch RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted) {
@@ -115,6 +132,9 @@ public struct RecordScan: Sendable {
                     verdict = .valid(summary)
                 case .verifiedGrant(let summary):
                     verdict = .validGrant(summary)
+                case .rejected(let reason, _) where young && RecordVerifier.mayBeIncomplete(reason):
+                    scan.incomplete.append(name)
+                    continue
                 case .rejected(let reason, let user):
                     verdict = .invalid(reason: reason)
                     claimedUser = user
@@ -176,6 +196,14 @@ public enum RecordVerifier {
 
     public struct Failure: Error { public var outcome: Outcome }
 
+    static let hashMismatch = "content does not match its name (hash)"
+
+    /// Whether a file rejected for `reason` may be one still being written: its bytes do not (yet)
+    /// match its name, or are not (yet) a whole JSON document.
+    public static func mayBeIncomplete(_ reason: String) -> Bool {
+        reason == hashMismatch || reason.hasPrefix("not valid JSON")
+    }
+
     /// The verified policy record in a file, with its policy.
     public static func load(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
         -> Result<PolicyRecord, Failure>
@@ -217,7 +245,7 @@ public enum RecordVerifier {
             }
             return reject(error.description)
         }
-        guard "\(sha256Hex(bytes)).json" == name else { return reject("content does not match its name (hash)") }
+        guard "\(sha256Hex(bytes)).json" == name else { return reject(hashMismatch) }
         let record: SignedRecord
         let signature: String
         do { (record, signature) = try SignedRecord.parse(bytes) } catch { return reject(error.reason) }
