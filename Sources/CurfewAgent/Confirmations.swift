@@ -17,6 +17,11 @@ import Logging
 ///   Every policy record makes its user managed, so "user not managed here" only concerns grants.
 /// - Files still arriving (`RecordScan.incomplete`) get no answer yet.
 public enum ConfirmationPlan {
+    // Reasons that do not name the newer version, so a confirmation is not rewritten at each change.
+    public static let newer = "a newer version is in force"
+    public static let lostTie = "another record of the same version wins (later time, then greater key id)"
+    public static let keptNewer = "a newer version stays in force (its record can no longer be read)"
+
     public static func verdicts(
         scan: RecordScan, versions: [String: Int], enforcedUsers: Set<String>, removed: Set<String>,
         merged: [String: [String]] = [:]
@@ -45,17 +50,16 @@ public enum ConfirmationPlan {
                     } else if enforced == record.version {
                         add(record.id, user, .applied, nil, enforced: enforced)
                     } else if let enforced, enforced > record.version {
-                        add(record.id, user, .superseded, "version \(enforced) is enforced", enforced: enforced)
+                        add(record.id, user, .superseded, ConfirmationPlan.keptNewer, enforced: enforced)
                     }
                     // Otherwise the record in force could not be read back just now: answer next scan.
                 } else if record.version < current.version {
                     add(
-                        record.id, user, .superseded, "version \(current.version) (\(current.id)) is newer",
+                        record.id, user, .superseded, ConfirmationPlan.newer,
                         enforced: enforced ?? (current.removesUser ? nil : current.version))
                 } else {
                     add(
-                        record.id, user, .superseded,
-                        "\(current.id) of the same version wins (later time or greater key id)",
+                        record.id, user, .superseded, ConfirmationPlan.lostTie,
                         enforced: enforced ?? (current.removesUser ? nil : current.version))
                 }
             }
@@ -107,7 +111,12 @@ extension Agent {
             checked = true
         }
         var toWrite: [ConfirmationState] = []
-        for (id, state) in wanted.sorted(by: { $0.key < $1.key }) {
+        for (id, wantedState) in wanted.sorted(by: { $0.key < $1.key }) {
+            var state = wantedState
+            // The record index does not keep the user a rejected file claimed: keep the one we knew.
+            if state.user == nil, let old = known[id], old.outcome == state.outcome, old.reason == state.reason {
+                state.user = old.user
+            }
             if let old = known[id], old.written, old.sameVerdict(as: state) { continue }
             toWrite.append(state)
         }

@@ -104,7 +104,7 @@ import Testing
         #expect(applied.user == "synckid" && applied.machine == "test-pc" && applied.host == MachineIdentity.hostName())
         let superseded = try #require(fixture.confirmation(first))
         #expect(superseded.outcome == .superseded && superseded.enforcedVersion == 2)
-        #expect(superseded.reason == "version 2 (\(second)) is newer")
+        #expect(superseded.reason == "a newer version is in force")
         let tamperedAnswer = try #require(fixture.confirmation(tampered))
         #expect(tamperedAnswer.outcome == .rejected)
         #expect(tamperedAnswer.reason == "signature does not verify with key \(fixture.key.id)")
