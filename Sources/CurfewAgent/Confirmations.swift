@@ -103,7 +103,8 @@ extension Agent {
             logger.warning("cannot publish this computer's key in the shared directory", metadata: ["error": "\(error)"])
         }
         let wanted = ConfirmationPlan.verdicts(
-            scan: scan, versions: versions, enforcedUsers: Set(policies.keys), removed: result.removed)
+            scan: scan, versions: versions, enforcedUsers: Set(policies.keys), removed: result.removed,
+            merged: result.merged)
         var known = try store.read { try ConfirmationTable.all(machine: machine.id, $0) }
         if !checked {
             // Written without an fsync each: make sure those we count as written survived.

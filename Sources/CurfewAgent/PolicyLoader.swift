@@ -28,6 +28,9 @@ public struct PolicyLoader: Sendable {
         public var unannouncedGrants: [GrantSummary] = []
         /// The scan the result was folded from: what the confirmations answer.
         public var scan: RecordScan? = nil
+        /// Records the fold merged with a concurrent edit, with the fields both changed: their
+        /// confirmations say `merged` and list those fields.
+        public var merged: [String: [String]] = [:]
     }
 
     /// `now` (seconds since the epoch), when given, lets young unreadable files count as still

@@ -25,17 +25,20 @@ public struct ConfirmationStore: Sendable {
     public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
         guard !confirmations.isEmpty else { return ([], nil) }
         do { try Files.makeDirectories(directory, mode: 0o755) } catch { return ([], error) }
-        var written: [String] = []
         for confirmation in confirmations {
             precondition(confirmation.machine == machine.id && confirmation.key == machine.key.id)
+        }
+        let documents: [[UInt8]]
+        do { documents = try machine.signAll(confirmations) } catch {
+            return ([], FileError("sign confirmations in", directory, errno: EINVAL))
+        }
+        var written: [String] = []
+        for (confirmation, bytes) in zip(confirmations, documents) {
             do {
-                let bytes = try machine.sign(confirmation)
                 try Self.writeFile(bytes, directory: directory, name: confirmation.record)
                 written.append(confirmation.record)
-            } catch let error as FileError {
-                return (written, error)
             } catch {
-                return (written, FileError("sign confirmation for", confirmation.record, errno: EINVAL))
+                return (written, error)
             }
         }
         let dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -6,6 +6,7 @@
 import Crypto
 import CurfewCore
 import Foundation
+import Synchronization
 
 /// Who this computer is in the shared directory: a machine id, its host name and its own Ed25519
 /// key (`<state-dir>/keys/machine.key`, 0600), which signs its confirmations.
@@ -80,6 +81,34 @@ public struct MachineIdentity: Sendable {
     /// Signs a confirmation as this machine.
     public func sign(_ confirmation: Confirmation) throws -> [UInt8] {
         confirmation.fileBytes(signature: try key.sign(confirmation.signingBytes))
+    }
+
+    /// Signs many confirmations with one expanded private key (expanding it costs as much as a
+    /// signature), spread over the CPUs: catching up on thousands of records is mostly signing.
+    func signAll(_ confirmations: [Confirmation]) throws -> [[UInt8]] {
+        let raw = key.rawPrivateKey
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, confirmations.count / 256))
+        let results = Mutex<[Int: [UInt8]]>([:])
+        let failed = Mutex(false)
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            guard let privateKey = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw) else {
+                failed.withLock { $0 = true }
+                return
+            }
+            var mine: [Int: [UInt8]] = [:]
+            for index in stride(from: worker, to: confirmations.count, by: workers) {
+                let confirmation = confirmations[index]
+                guard let signature = try? privateKey.signature(for: confirmation.signingBytes) else {
+                    failed.withLock { $0 = true }
+                    return
+                }
+                mine[index] = confirmation.fileBytes(signature: signature.base64EncodedString())
+            }
+            results.withLock { $0.merge(mine) { a, _ in a } }
+        }
+        if failed.withLock({ $0 }) { throw MachineIdentity.SetupError(description: "cannot sign confirmations") }
+        let all = results.withLock { $0 }
+        return (0..<confirmations.count).map { all[$0]! }
     }
 }
 

@@ -1,5 +1,7 @@
 import CurfewCore
 import CurfewStore
+import Foundation
+import Synchronization
 
 /// The directory that carries records between computers (`<shared-dir>`): `records/` holds signed
 /// policy records and grants of extra time, `confirmations/<machine-id>/` what each computer applied.
@@ -112,6 +114,7 @@ public struct RecordScan: Sendable {
         }
         var scan = RecordScan(valid: [], ignored: [], newIndexEntries: [], vanished: [])
         var present = Set<String>()
+        let checked = checkInParallel(names: names, in: shared, trusted: trusted, index: index)
         for name in names where SharedDirectory.isRecordName(name) {
             present.insert(name)
             let path = "\(shared.recordsPath)/\(name)"
@@ -127,7 +130,10 @@ public struct RecordScan: Sendable {
                 }
                 verdict = known.verdict
             } else {
-                switch RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+                let outcome =
+                    checked[name].flatMap { $0.identity == identity ? $0.outcome : nil }
+                    ?? RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted)
+                switch outcome {
                 case .verified(let summary):
                     verdict = .valid(summary)
                 case .verifiedGrant(let summary):
@@ -172,6 +178,38 @@ public struct RecordScan: Sendable {
         scan.vanished = index.keys.filter { !present.contains($0) }.sorted()
         scan.ignored.sort { $0.name < $1.name }
         return scan
+    }
+}
+
+extension RecordScan {
+    /// Checks the files the index does not know yet on every CPU (a signature each: catching up
+    /// on thousands of records after a start is mostly this), with the identity each was checked at.
+    static func checkInParallel(
+        names: [String], in shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord]
+    ) -> [String: (identity: FileIdentity, outcome: RecordVerifier.Outcome)] {
+        var work: [(name: String, identity: FileIdentity, isRegular: Bool)] = []
+        for name in names where SharedDirectory.isRecordName(name) {
+            guard let (identity, isRegular) = try? Files.identity("\(shared.recordsPath)/\(name)") else { continue }
+            if let known = index[name], known.identity == identity { continue }
+            work.append((name, identity, isRegular))
+        }
+        let workers = min(ProcessInfo.processInfo.activeProcessorCount, work.count / 64)
+        guard workers > 1 else { return [:] }
+        let results = Mutex<[String: (identity: FileIdentity, outcome: RecordVerifier.Outcome)]>([:])
+        let items = work
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            var mine: [(String, FileIdentity, RecordVerifier.Outcome)] = []
+            for index in stride(from: worker, to: items.count, by: workers) {
+                let item = items[index]
+                let outcome = RecordVerifier.check(
+                    path: "\(shared.recordsPath)/\(item.name)", name: item.name, isRegular: item.isRegular, trusted: trusted)
+                mine.append((item.name, item.identity, outcome))
+            }
+            results.withLock { all in
+                for (name, identity, outcome) in mine { all[name] = (identity, outcome) }
+            }
+        }
+        return results.withLock { $0 }
     }
 }
 

@@ -6,6 +6,7 @@ import Logging
 import Testing
 
 @testable import CurfewAgent
+@testable import CurfewSync
 
 #if canImport(Glibc)
     import Glibc
@@ -199,5 +200,36 @@ import Testing
         try FileManager.default.removeItem(atPath: "\(fixture.directory)/\(first)")
         _ = try fixture.agent()
         #expect(fixture.confirmation(first)?.outcome == .applied)
+    }
+
+    @Test func thePlanAnswersMergedRecordsWithTheirConflictsAndGrantsByTheirUser() {
+        func summary(_ id: Character, _ version: Int, time: Int64 = 1) -> RecordSummary {
+            RecordSummary(
+                id: String(repeating: id, count: 64) + ".json", user: "kid", version: version, baseVersion: version - 1,
+                author: "0123456789abcdef", time: time, removesUser: false)
+        }
+        func grant(_ id: Character, _ user: String) -> GrantSummary {
+            GrantSummary(
+                id: String(repeating: id, count: 64) + ".json", user: user, date: LocalDate(year: 2026, month: 1, day: 31)!,
+                extraMinutes: 30, bedtimeDelayMinutes: 0, author: "0123456789abcdef", time: 1, requestId: nil)
+        }
+        let old = summary("a", 1)
+        let left = summary("b", 2, time: 5)
+        let right = summary("c", 2, time: 6)
+        var scan = RecordScan(
+            valid: [old, left, right], ignored: [IgnoredRecord(name: String(repeating: "d", count: 64) + ".json", reason: "bad", user: nil)],
+            newIndexEntries: [], vanished: [])
+        scan.grants = [grant("e", "kid"), grant("f", "nobody")]
+        let plan = ConfirmationPlan.verdicts(
+            scan: scan, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [],
+            merged: [left.id: ["dailyLimitMinutes"], right.id: ["dailyLimitMinutes"]])
+        #expect(plan[old.id]?.outcome == .superseded && plan[old.id]?.reason == ConfirmationPlan.newer)
+        #expect(plan[left.id]?.outcome == .merged && plan[left.id]?.conflicts == ["dailyLimitMinutes"])
+        #expect(plan[right.id]?.outcome == .merged && plan[right.id]?.enforcedVersion == 2)
+        #expect(plan[String(repeating: "d", count: 64) + ".json"]?.outcome == .rejected)
+        #expect(plan[String(repeating: "e", count: 64) + ".json"]?.outcome == .applied)
+        #expect(plan[String(repeating: "f", count: 64) + ".json"]?.reason == "nobody has no policy on this computer")
+        let unmerged = ConfirmationPlan.verdicts(scan: scan, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [])
+        #expect(unmerged[right.id]?.outcome == .applied && unmerged[left.id]?.reason == ConfirmationPlan.lostTie)
     }
 }

@@ -83,4 +83,22 @@ import Testing
             try MachineIdentity.machineID(stateDirectory: state, override: "../etc", systemPath: system)
         }
     }
+
+    @Test func aScanOfManyNewFilesChecksThemInParallelWithTheSameVerdicts() throws {
+        let (root, shared, _) = try setUp()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let key = SigningKey()
+        for version in 1...300 {
+            _ = try shared.publish(
+                PolicyRecord(
+                    user: "kid", version: version, baseVersion: version - 1, author: key.id, time: 1_790_000_000,
+                    policy: Policy.defaults(for: "kid")), signedBy: key)
+        }
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: "\(shared.recordsPath)/\(String(repeating: "0", count: 64)).json"))
+        let scan = try RecordScan.scan(shared, trusted: [key.id: key.publicKey], index: [:])
+        #expect(scan.valid.count == 300)
+        #expect(scan.ignored.map(\.reason) == ["content does not match its name (hash)"])
+        #expect(scan.newIndexEntries.count == 301)
+        #expect(scan.current(for: "kid")?.version == 300)
+    }
 }
