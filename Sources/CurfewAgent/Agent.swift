@@ -30,6 +30,9 @@ public struct AgentConfiguration: Sendable {
     public var stopGraceMilliseconds: Int64 = 2_000
     /// Between ticks, how often processes are checked for apps to stop when polling.
     public var enforcementPollMilliseconds: Int64 = 100
+    /// This computer's id in the shared directory; nil: /etc/machine-id, else one made once in the
+    /// state directory. Tests give several agents on one computer ids of their own.
+    public var machineID: String? = nil
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -59,6 +62,11 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
+    /// Who this computer is in the shared directory, and where its confirmations go.
+    public let machine: MachineIdentity
+    let confirmations: ConfirmationStore
+    /// Serialises confirming; true once the confirmations believed written were checked on disk.
+    let confirmationsChecked = Mutex(false)
 
     public init(configuration: AgentConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -83,6 +91,8 @@ public final class Agent: Sendable {
             }
         }
         self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)
+        self.machine = try MachineIdentity.load(stateDirectory: configuration.stateDirectory, override: configuration.machineID)
+        self.confirmations = ConfirmationStore(shared: shared, machine: machine)
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
         // Until logind answers, no session is known to count.
@@ -103,7 +113,7 @@ public final class Agent: Sendable {
     /// management.
     func reloadPolicies() throws {
         let previous = state.policies
-        let result = try loader.load(previous: previous, logger: logger)
+        let result = try loader.load(previous: previous, logger: logger, now: Int64(Date().timeIntervalSince1970))
         var policies = result.policies
         var versions = result.versions
         var events: [AgentEvent] = []
@@ -145,11 +155,15 @@ public final class Agent: Sendable {
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
         }
-        for (user, version) in versions.sorted(by: { $0.key < $1.key }) where version > 0 && state.version(of: user) != version {
+        // A concurrent edit merged into the version in force changes the policy, not the version.
+        for (user, version) in versions.sorted(by: { $0.key < $1.key })
+        where version > 0 && (state.version(of: user) != version || previous[user] != policies[user]) {
+            let merged = result.merges[user].map { $0.mergedRecords.count > 1 } ?? false
             logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: "policy-loaded", message: "policy version \(version) is in force",
+                    time: now, user: user, kind: "policy-loaded",
+                    message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
         for user in previous.keys where policies[user] == nil {
@@ -165,7 +179,8 @@ public final class Agent: Sendable {
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         try store.write { db in
             for (user, policy) in result.policies {
-                guard let version = result.versions[user], version > (stored[user].flatMap(Agent.decodeLastGood)?.version ?? 0)
+                let kept = stored[user].flatMap(Agent.decodeLastGood)
+                guard let version = result.versions[user], version > (kept?.version ?? 0) || (version == kept?.version && policy != kept?.policy)
                 else { continue }
                 try AgentStateTable.set(Agent.lastGoodPrefix + user, Agent.encodeLastGood(policy, version: version), db)
             }
@@ -180,6 +195,8 @@ public final class Agent: Sendable {
                 logger.error("cannot write the list of managed users", metadata: ["error": "\(error)"])
             }
         }
+        // After enforcement: confirmations never hold it up, and their failures never stop it.
+        confirm(result, policies: policies, versions: versions)
     }
 
     static let lastGoodPrefix = "last-good-policy:"

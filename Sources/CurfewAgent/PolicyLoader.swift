@@ -29,12 +29,19 @@ public struct PolicyLoader: Sendable {
         /// How each managed user's records folded: the records merged into the version in force and
         /// the fields in conflict (`PolicyMerge.Result.top`), for confirmations.
         public var merges: [String: PolicyMerge.Result] = [:]
+        /// The scan the result was folded from: what the confirmations answer.
+        public var scan: RecordScan? = nil
+        /// Records the fold merged with a concurrent edit, with the fields both changed: their
+        /// confirmations say `merged` and list those fields.
+        public var merged: [String: [String]] = [:]
     }
 
-    public func load(previous: [String: Policy], logger: Logger) throws -> Result {
+    /// `now` (seconds since the epoch), when given, lets young unreadable files count as still
+    /// arriving (`RecordScan.incomplete`) rather than rejected.
+    public func load(previous: [String: Policy], logger: Logger, now: Int64? = nil) throws -> Result {
         let trusted = try keyRing.trustedKeys()
         let index = try store.read { try RecordIndex.all($0) }
-        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations())
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations(), now: now)
         if !scan.newIndexEntries.isEmpty || !scan.vanished.isEmpty {
             try store.write { db in
                 try RecordIndex.save(scan.newIndexEntries, db)
@@ -59,6 +66,11 @@ public struct PolicyLoader: Sendable {
                 if let old = previous[user] { policies[user] = old }
             }
         }
+        // Records merged into the version in force are confirmed `merged`, with the fields in conflict.
+        var merged: [String: [String]] = [:]
+        for merge in merges.values where merge.mergedRecords.count > 1 {
+            for id in merge.mergedRecords { merged[id] = merge.conflicts }
+        }
         let removed = Set(PolicyFold.currentByUser(scan.valid).values.filter(\.removesUser).map(\.user))
         // Grants of users still managed; the agent drops those of users it does not enforce at all.
         let grants = scan.grants.filter { !removed.contains($0.user) }
@@ -67,6 +79,6 @@ public struct PolicyLoader: Sendable {
             policies: policies, versions: versions, ignored: scan.ignored, removed: removed,
             adjustments: GrantFold.adjustments(grants),
             unannouncedGrants: grants.filter { !announced.contains($0.id) }.sorted { ($0.time, $0.id) < ($1.time, $1.id) },
-            merges: merges)
+            merges: merges, scan: scan, merged: merged)
     }
 }

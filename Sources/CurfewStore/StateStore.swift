@@ -118,6 +118,22 @@ public final class StateStore: Sendable {
                     CREATE INDEX requests_user ON requests(user, created_ms);
                     """)
         }
+        migrator.registerMigration("v4-confirmations") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE confirmations (
+                        machine TEXT NOT NULL,
+                        record TEXT NOT NULL,
+                        user TEXT,
+                        outcome TEXT NOT NULL CHECK (outcome IN ('applied', 'rejected', 'superseded', 'merged')),
+                        reason TEXT,
+                        conflicts TEXT NOT NULL DEFAULT '[]',
+                        enforced_version INTEGER,
+                        written INTEGER NOT NULL CHECK (written IN (0, 1)),
+                        PRIMARY KEY (machine, record)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

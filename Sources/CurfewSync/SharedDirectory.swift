@@ -1,5 +1,7 @@
 import CurfewCore
 import CurfewStore
+import Foundation
+import Synchronization
 
 /// The directory that carries records between computers (`<shared-dir>`): `records/` holds signed
 /// policy records and grants of extra time, `confirmations/<machine-id>/` what each computer applied.
@@ -72,6 +74,13 @@ public struct RecordScan: Sendable {
     public var newIndexEntries: [IndexedRecord]
     /// Indexed files that are gone from the directory.
     public var vanished: [String]
+    /// Files named like records that may still be arriving (see `scan`'s `now`): neither valid nor
+    /// ignored, not indexed, looked at again next scan.
+    public var incomplete: [String] = []
+
+    /// How long a file whose bytes do not match its name, or are not JSON, counts as still being
+    /// written (a sync tool filling it in place) rather than as rejected.
+    public static let incompleteGraceSeconds: Int64 = 600
 
     /// The current record of each user; users whose current record removes them are left out.
     public var currentByUser: [String: RecordSummary] {
@@ -98,9 +107,13 @@ public struct RecordScan: Sendable {
     /// Checks every record file in `shared.recordsPath`, reusing what `index` already knows about
     /// files whose identity has not changed. Only records signed by a key in `trusted` count, and of
     /// a key in `revoked` only the records its revocation lists.
+    ///
+    /// With `now` (seconds since the epoch; the agent passes it), a file whose bytes do not match
+    /// its name or do not parse as JSON and whose mtime is within `incompleteGraceSeconds` of `now`
+    /// is `incomplete` instead of ignored, and its verdict is not indexed.
     public static func scan(
         _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord],
-        revoked: [String: KeyRevocation] = [:]
+        revoked: [String: KeyRevocation] = [:], now: Int64? = nil
     ) throws(FileError) -> RecordScan {
         let names: [String]
         do {
@@ -110,20 +123,33 @@ public struct RecordScan: Sendable {
         }
         var scan = RecordScan(valid: [], ignored: [], newIndexEntries: [], vanished: [])
         var present = Set<String>()
+        let checked = checkInParallel(names: names, in: shared, trusted: trusted, index: index)
         for name in names where SharedDirectory.isRecordName(name) {
             present.insert(name)
             let path = "\(shared.recordsPath)/\(name)"
             guard let (identity, isRegular) = try? Files.identity(path) else { continue }
             let verdict: IndexedRecord.Verdict
             var claimedUser: String? = nil
+            let young = now.map { abs($0 - identity.mtimeNanoseconds / 1_000_000_000) < incompleteGraceSeconds } ?? false
             if let known = index[name], known.identity == identity {
+                // The CLI indexes without `now`; a young file it found broken may still be arriving.
+                if young, case .invalid(let reason) = known.verdict, RecordVerifier.mayBeIncomplete(reason) {
+                    scan.incomplete.append(name)
+                    continue
+                }
                 verdict = known.verdict
             } else {
-                switch RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted) {
+                let outcome =
+                    checked[name].flatMap { $0.identity == identity ? $0.outcome : nil }
+                    ?? RecordVerifier.check(path: path, name: name, isRegular: isRegular, trusted: trusted)
+                switch outcome {
                 case .verified(let summary):
                     verdict = .valid(summary)
                 case .verifiedGrant(let summary):
                     verdict = .validGrant(summary)
+                case .rejected(let reason, _) where young && RecordVerifier.mayBeIncomplete(reason):
+                    scan.incomplete.append(name)
+                    continue
                 case .rejected(let reason, let user):
                     verdict = .invalid(reason: reason)
                     claimedUser = user
@@ -168,6 +194,38 @@ public struct RecordScan: Sendable {
     }
 }
 
+extension RecordScan {
+    /// Checks the files the index does not know yet on every CPU (a signature each: catching up
+    /// on thousands of records after a start is mostly this), with the identity each was checked at.
+    static func checkInParallel(
+        names: [String], in shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord]
+    ) -> [String: (identity: FileIdentity, outcome: RecordVerifier.Outcome)] {
+        var work: [(name: String, identity: FileIdentity, isRegular: Bool)] = []
+        for name in names where SharedDirectory.isRecordName(name) {
+            guard let (identity, isRegular) = try? Files.identity("\(shared.recordsPath)/\(name)") else { continue }
+            if let known = index[name], known.identity == identity { continue }
+            work.append((name, identity, isRegular))
+        }
+        let workers = min(ProcessInfo.processInfo.activeProcessorCount, work.count / 64)
+        guard workers > 1 else { return [:] }
+        let results = Mutex<[String: (identity: FileIdentity, outcome: RecordVerifier.Outcome)]>([:])
+        let items = work
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            var mine: [(String, FileIdentity, RecordVerifier.Outcome)] = []
+            for index in stride(from: worker, to: items.count, by: workers) {
+                let item = items[index]
+                let outcome = RecordVerifier.check(
+                    path: "\(shared.recordsPath)/\(item.name)", name: item.name, isRegular: item.isRegular, trusted: trusted)
+                mine.append((item.name, item.identity, outcome))
+            }
+            results.withLock { all in
+                for (name, identity, outcome) in mine { all[name] = (identity, outcome) }
+            }
+        }
+        return results.withLock { $0 }
+    }
+}
+
 /// Reads one record file and checks it completely: name, size, form, signature.
 public enum RecordVerifier {
     public enum Outcome: Sendable, Equatable {
@@ -188,6 +246,14 @@ public enum RecordVerifier {
     }
 
     public struct Failure: Error { public var outcome: Outcome }
+
+    static let hashMismatch = "content does not match its name (hash)"
+
+    /// Whether a file rejected for `reason` may be one still being written: its bytes do not (yet)
+    /// match its name, or are not (yet) a whole JSON document.
+    public static func mayBeIncomplete(_ reason: String) -> Bool {
+        reason == hashMismatch || reason.hasPrefix("not valid JSON")
+    }
 
     /// The verified policy record in a file, with its policy.
     public static func load(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
@@ -230,7 +296,7 @@ public enum RecordVerifier {
             }
             return reject(error.description)
         }
-        guard "\(sha256Hex(bytes)).json" == name else { return reject("content does not match its name (hash)") }
+        guard "\(sha256Hex(bytes)).json" == name else { return reject(hashMismatch) }
         let record: SignedRecord
         let signature: String
         do { (record, signature) = try SignedRecord.parse(bytes) } catch { return reject(error.reason) }

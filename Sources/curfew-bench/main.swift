@@ -1,8 +1,9 @@
 // Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
 // tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
-// enforcement (EnforcementBench.swift: exec of a blocked app to its death).
+// enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
+// confirmation, catching up after a start).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement]   (no argument: all; TrackingOptions.fromEnvironment lists
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync]   (no argument: all; TrackingOptions.fromEnvironment lists
 // the environment variables that shorten the tracking section)
 import Foundation
 
@@ -10,10 +11,10 @@ import Foundation
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement"]
+let known = ["policy", "tracking", "enforcement", "sync"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -37,6 +38,13 @@ do {
         if sections.count > 1 { print("") }
         let launches = ProcessInfo.processInfo.environment["CURFEW_BENCH_LAUNCHES"].flatMap { Int($0) } ?? 200
         try runEnforcementBenchmarks(root: root, launches: launches)
+    }
+    if sections.contains("sync") {
+        if sections.count > 1 { print("") }
+        let environment = ProcessInfo.processInfo.environment
+        try runSyncBenchmarks(
+            root: root, changes: environment["CURFEW_BENCH_SYNC_CHANGES"].flatMap { Int($0) } ?? 200,
+            catchUp: environment["CURFEW_BENCH_SYNC_RECORDS"].flatMap { Int($0) } ?? 10_000)
     }
 } catch {
     print("benchmark failed: \(error)")

@@ -44,6 +44,14 @@ struct Curfewd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where users' runtime directories with their session bus are.", valueName: "dir"))
     var userRuntimeRoot = "/run/user"
 
+    @Option(help: ArgumentHelp("Seconds between rescans of the shared directory's records (besides inotify).", valueName: "seconds"))
+    var rescan: Double = 30
+
+    @Option(help: ArgumentHelp(
+        "This computer's id in the shared directory (default: $CURFEW_MACHINE_ID, else /etc/machine-id, else one made once in the state directory).",
+        valueName: "id"))
+    var machineId: String?
+
     func validate() throws {
         guard tick >= 0.05 && tick <= 60 else { throw ValidationError("tick must be between 0.05 and 60 seconds, got \(tick)") }
         guard enforcementPoll >= 0.01 && enforcementPoll <= 60 else {
@@ -51,6 +59,12 @@ struct Curfewd: AsyncParsableCommand {
         }
         guard stopGrace >= 0 && stopGrace <= 60 else {
             throw ValidationError("stop grace must be between 0 and 60 seconds, got \(stopGrace)")
+        }
+        guard rescan >= 0.1 && rescan <= 86_400 else {
+            throw ValidationError("rescan must be between 0.1 and 86400 seconds, got \(rescan)")
+        }
+        if let machineId, !MachineIdentity.isValidID(machineId) {
+            throw ValidationError("machine id must be 1 to 64 letters, digits, - or _, got \(machineId)")
         }
     }
 
@@ -70,7 +84,9 @@ struct Curfewd: AsyncParsableCommand {
             stateDirectory: state, sharedDirectory: shared, socketPath: socketPath,
             tickMilliseconds: Int64(tick * 1000),
             catalogDirectories: CatalogFiles.directories(environment: environment),
-            logindBusAddress: logindBus, useProcessConnector: !noProcessConnector)
+            logindBusAddress: logindBus, useProcessConnector: !noProcessConnector,
+            rescanMilliseconds: Int64(rescan * 1000))
+        configuration.machineID = machineId ?? environment["CURFEW_MACHINE_ID"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot

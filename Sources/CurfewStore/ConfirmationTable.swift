@@ -1,0 +1,84 @@
+import CurfewCore
+import GRDB
+
+/// What this computer last decided about one record, and whether its confirmation reached the shared
+/// directory. A row with `written == false` is pending: it is written again on every scan until it is.
+public struct ConfirmationState: Sendable, Equatable {
+    public var record: String
+    public var user: String?
+    public var outcome: Confirmation.Outcome
+    public var reason: String?
+    public var conflicts: [String]
+    public var enforcedVersion: Int?
+    public var written: Bool
+
+    public init(
+        record: String, user: String?, outcome: Confirmation.Outcome, reason: String?, conflicts: [String] = [],
+        enforcedVersion: Int?, written: Bool
+    ) {
+        self.record = record
+        self.user = user
+        self.outcome = outcome
+        self.reason = reason
+        self.conflicts = conflicts
+        self.enforcedVersion = enforcedVersion
+        self.written = written
+    }
+
+    /// Whether a confirmation saying `other` must replace this one: the verdict changed. A new
+    /// enforced version alone does not rewrite every older record's confirmation.
+    public func sameVerdict(as other: ConfirmationState) -> Bool {
+        user == other.user && outcome == other.outcome && reason == other.reason && conflicts == other.conflicts
+    }
+}
+
+/// The `confirmations` table, keyed by machine id and record id.
+public enum ConfirmationTable {
+    public static func all(machine: String, _ db: Database) throws -> [String: ConfirmationState] {
+        var result: [String: ConfirmationState] = [:]
+        let rows = try Row.fetchCursor(
+            db,
+            sql: """
+                SELECT record, user, outcome, reason, conflicts, enforced_version, written
+                FROM confirmations WHERE machine = ?
+                """, arguments: [machine])
+        while let row = try rows.next() {
+            guard let outcome = Confirmation.Outcome(rawValue: row[2]) else { continue }
+            var conflicts: [String] = []
+            if let text: String = row[4], case .array(let values)? = try? JSONValue.parse(text) {
+                conflicts = values.compactMap { if case .string(let field) = $0 { field } else { nil } }
+            }
+            let state = ConfirmationState(
+                record: row[0], user: row[1], outcome: outcome, reason: row[3], conflicts: conflicts,
+                enforcedVersion: row[5], written: row[6])
+            result[state.record] = state
+        }
+        return result
+    }
+
+    public static func save(_ states: [ConfirmationState], machine: String, _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO confirmations
+                    (machine, record, user, outcome, reason, conflicts, enforced_version, written)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        for state in states {
+            let conflicts = JSONValue.array(state.conflicts.map { .string($0) }).canonicalString
+            try statement.execute(arguments: [
+                machine, state.record, state.user, state.outcome.rawValue, state.reason, conflicts, state.enforcedVersion,
+                state.written,
+            ])
+        }
+    }
+
+    public static func remove(records: [String], machine: String, _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: "DELETE FROM confirmations WHERE machine = ? AND record = ?")
+        for record in records { try statement.execute(arguments: [machine, record]) }
+    }
+
+    /// How many confirmations wait to be written.
+    public static func pendingCount(machine: String, _ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM confirmations WHERE machine = ? AND written = 0", arguments: [machine]) ?? 0
+    }
+}

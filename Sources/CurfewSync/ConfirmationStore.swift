@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+import CurfewCore
+
+/// Writes this computer's confirmations into `<shared-dir>/confirmations/<machine-id>/` and reads
+/// any computer's back.
+public struct ConfirmationStore: Sendable {
+    public let shared: SharedDirectory
+    public let machine: MachineIdentity
+
+    public init(shared: SharedDirectory, machine: MachineIdentity) {
+        self.shared = shared
+        self.machine = machine
+    }
+
+    public var directory: String { shared.confirmationsPath(of: machine.id) }
+
+    /// Signs and writes each confirmation (replacing an older one of the same record) through a
+    /// temporary dot name and a rename, then syncs the directory once. Returns the ids written; the
+    /// first failure ends the batch (the directory is read-only, full, or not a directory) and is
+    /// returned with them, so the caller keeps the rest pending.
+    public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
+        guard !confirmations.isEmpty else { return ([], nil) }
+        do { try Files.makeDirectories(directory, mode: 0o755) } catch { return ([], error) }
+        for confirmation in confirmations {
+            precondition(confirmation.machine == machine.id && confirmation.key == machine.key.id)
+        }
+        let documents: [[UInt8]]
+        do { documents = try machine.signAll(confirmations) } catch {
+            return ([], FileError("sign confirmations in", directory, errno: EINVAL))
+        }
+        var written: [String] = []
+        for (confirmation, bytes) in zip(confirmations, documents) {
+            do {
+                try Self.writeFile(bytes, directory: directory, name: confirmation.record)
+                written.append(confirmation.record)
+            } catch {
+                return (written, error)
+            }
+        }
+        let dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirfd >= 0 {
+            fsync(dirfd)
+            close(dirfd)
+        }
+        return (written, nil)
+    }
+
+    /// Temporary name, write, rename; without an fsync per file, so catching up on thousands of
+    /// records stays fast. The directory is synced once per batch, and the agent checks at start
+    /// that every confirmation it believes written is there and not empty.
+    static func writeFile(_ bytes: [UInt8], directory: String, name: String) throws(FileError) {
+        let target = "\(directory)/\(name)"
+        let temporary = "\(directory)/.tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = try Files.check("create", temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        var isOpen = true
+        defer { if isOpen { close(fd) } }
+        do throws(FileError) {
+            _ = try Files.check("set mode of", temporary) { fchmod(fd, 0o644) }
+            var done = 0
+            while done < bytes.count {
+                let offset = done
+                let count = try Files.check("write", temporary) {
+                    bytes.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+                }
+                done += count
+            }
+            isOpen = false
+            _ = try Files.check("close", temporary) { close(fd) }
+            _ = try Files.check("rename", target) { rename(temporary, target) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Whether the confirmation of `record` is on disk and not empty (a crash before the data
+    /// reached the disk can leave an empty file behind a rename).
+    public func isOnDisk(_ record: String) -> Bool {
+        guard let (identity, isRegular) = try? Files.identity("\(directory)/\(record)") else { return false }
+        return isRegular && identity.size > 0
+    }
+
+    /// Reads `path` strictly and verifies it with the key `machine` published in `machines/`.
+    public static func read(path: String, machine: String, record: String, shared: SharedDirectory)
+        -> Result<Confirmation, RecordError>
+    {
+        let bytes: [UInt8]
+        do { bytes = try Files.readRegularFile(path, maxBytes: ConfirmationFormat.maxBytes) } catch {
+            return .failure(RecordError(error.description))
+        }
+        let confirmation: Confirmation
+        let signature: String
+        do { (confirmation, signature) = try Confirmation.parse(bytes) } catch { return .failure(error) }
+        guard confirmation.machine == machine, confirmation.record == record else {
+            return .failure(RecordError("confirmation names another machine or record than its path"))
+        }
+        guard let (_, key) = shared.machine(machine) else {
+            return .failure(RecordError("machine \(machine) has not published a valid key in machines/"))
+        }
+        guard key.id == confirmation.key, key.isValidSignature(signature, for: confirmation.signingBytes) else {
+            return .failure(RecordError("signature does not verify with the key of machine \(machine)"))
+        }
+        return .success(confirmation)
+    }
+}
