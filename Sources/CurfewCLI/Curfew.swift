@@ -1,6 +1,7 @@
 import ArgumentParser
 import CurfewCore
 import CurfewSync
+import Foundation
 
 /// The `curfew` command: parents edit policy and read what it means; children see their time.
 public struct Curfew: ParsableCommand {
@@ -13,7 +14,7 @@ public struct Curfew: ParsableCommand {
         subcommands: [
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
             LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
-            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self,
+            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
             CheckLogin.self, KeyCommand.self,
         ])
 
@@ -48,6 +49,8 @@ public struct Curfew: ParsableCommand {
 struct PublishOptions: ParsableArguments {
     @OptionGroup var location: LocationOptions
 
+    @OptionGroup var waiting: WaitOptions
+
     @Flag(name: .long, help: "Print the result as JSON.")
     var json = false
 }
@@ -66,38 +69,53 @@ func editPolicy(
         try new.validate()
     }
     new.warnMinutes.sort(by: >)
-    try announce(workspace, user: user, description: describe(old, new), unchanged: new == old, json: options.json) {
+    try announce(workspace, user: user, description: describe(old, new), unchanged: new == old, options: options) {
         try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
     }
 }
 
-/// Prints what a command changed and publishes it, or says that nothing needed publishing.
+/// Prints what a command changed and publishes it, or says that nothing needed publishing; then waits
+/// for the computers that announced themselves in the shared directory to confirm it (exit 75 if one
+/// has not in time).
 func announce(
-    _ workspace: Workspace, user: String, description: String, unchanged: Bool, json: Bool = false,
+    _ workspace: Workspace, user: String, description: String, unchanged: Bool, options: PublishOptions,
     publish: () throws -> (version: Int, id: String)
 ) throws {
+    let publishedAt = Date().timeIntervalSince1970
     let published = unchanged ? nil : try publish()
     workspace.finish()
-    if json {
+    var answers: [ComputerAnswer] = []
+    if let (_, id) = published, let seconds = options.waiting.seconds {
+        answers = waitForConfirmations(workspace.shared, recordId: id, publishedAt: publishedAt, seconds: seconds)
+    }
+    let missing = answers.filter { $0.confirmation == nil }
+    if options.json {
         let object = JSONObject([
             ("user", .string(user)),
             ("changed", .bool(!unchanged)),
             ("version", published.map { .int(Int64($0.version)) } ?? .null),
             ("record", published.map { .string($0.id) } ?? .null),
             ("message", .string(description)),
+            ("computers", .array(answers.map(\.json))),
         ])
         Output.line(JSONValue.object(object).prettyString)
-        return
-    }
-    guard let (version, id) = published else {
-        Output.line("\(description); nothing to publish")
-        return
-    }
-    Output.line(description)
-    if workspace.shared.hasAnyConfirmation() {
-        Output.line("published version \(version) as record \(id)")
     } else {
-        Output.line("published version \(version); no computer has confirmed it yet")
+        guard let (version, id) = published else {
+            Output.line("\(description); nothing to publish")
+            return
+        }
+        Output.line(description)
+        if answers.isEmpty && (options.waiting.seconds != nil || !workspace.shared.hasAnyConfirmation()) {
+            Output.line("published version \(version); no computer has confirmed it yet")
+        } else {
+            Output.line("published version \(version) as record \(id)")
+            answers.forEach { Output.line($0.line) }
+        }
+    }
+    if let (version, _) = published, !missing.isEmpty, let seconds = options.waiting.seconds {
+        throw CLIError(
+            "not confirmed within \(String(format: "%g", seconds)) s by \(missing.map(\.host).joined(separator: ", ")) (version \(version) is published; they apply it when they next read the shared directory)",
+            .notConfirmed)
     }
 }
 

@@ -92,7 +92,7 @@ struct PolicyCommand: ParsableCommand {
                 old == nil ? "\(policy.user) is now managed with the policy from \(file)"
                 : old == policy ? "\(policy.user) already has the policy in \(file)"
                 : "\(policy.user) now has the policy from \(file)"
-            try announce(workspace, user: policy.user, description: description, unchanged: old == policy, json: options.json) {
+            try announce(workspace, user: policy.user, description: description, unchanged: old == policy, options: options) {
                 try workspace.publish(policy, for: policy.user, replacing: current, now: Workspace.now())
             }
         }

@@ -32,7 +32,7 @@ struct UserCommand: ParsableCommand {
             }
             try announce(
                 workspace, user: user, description: "\(user) is now managed with the default policy", unchanged: false,
-                json: options.json
+                options: options
             ) {
                 try workspace.publish(Policy.defaults(for: user), for: user, replacing: current, now: Workspace.now())
             }
@@ -89,7 +89,7 @@ struct UserCommand: ParsableCommand {
                 throw CLIError("not confirmed; nothing changed", .failure)
             }
             try announce(
-                workspace, user: user, description: "\(user) is no longer managed", unchanged: false, json: options.json
+                workspace, user: user, description: "\(user) is no longer managed", unchanged: false, options: options
             ) {
                 try workspace.publish(nil, for: user, replacing: current, now: Workspace.now())
             }
@@ -117,7 +117,7 @@ struct Reset: ParsableCommand {
         try announce(
             workspace, user: user,
             description: new == old ? "\(user) already has the default policy" : "\(user) is back to the default policy",
-            unchanged: new == old, json: options.json
+            unchanged: new == old, options: options
         ) {
             try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
         }

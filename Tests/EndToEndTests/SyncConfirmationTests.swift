@@ -44,7 +44,7 @@ import Testing
         /// Runs a parent's command and returns the record it published.
         func change(_ arguments: [String]) throws -> String {
             let before = records()
-            try parent.ok(arguments + ["--shared-dir", shared])
+            try parent.ok(arguments + ["--shared-dir", shared, "--no-wait"])
             let new = records().subtracting(before)
             guard new.count == 1, let id = new.first else { throw TestFailure("expected one new record, got \(new)") }
             return id
@@ -104,5 +104,50 @@ import Testing
         for earlier in changes.dropLast() {
             #expect(family.confirmation("pc-c", earlier)?.reason == "a newer version is in force")
         }
+    }
+
+    /// Editing commands wait for every computer that announced itself and say what each did; one
+    /// that does not answer in time makes the command exit 75. `curfew sync status` shows the same.
+    @Test func editingCommandsWaitForEveryComputerAndSayWhatEachDid() throws {
+        let family = try Family()
+        defer { family.cleanUp() }
+        var agents = try (0..<3).map { try family.start($0) }
+        defer { for agent in agents { agent.killHard() } }
+        try waitUntil(seconds: 3, "three machines announced") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "\(family.shared)/machines")) ?? []).count == 3
+        }
+        let all = try family.parent.run(["limit", "synckid", "1h", "--shared-dir", family.shared])
+        #expect(all.status == 0, "\(all)")
+        let lines = all.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("published version 2 as record ") }, "\(all.stdout)")
+        #expect(lines.filter { $0.contains(": applied v2 in ") && $0.hasSuffix(" s") }.count == 3, "\(all.stdout)")
+
+        #expect(agents[2].stop() == 0)
+        let partial = try family.parent.run(["limit", "synckid", "2h", "--shared-dir", family.shared, "--wait", "1"])
+        #expect(partial.status == 75, "\(partial)")
+        let partialLines = partial.stdout.split(separator: "\n").map(String.init)
+        #expect(partialLines.filter { $0.contains(": applied v3 in ") }.count == 2, "\(partial.stdout)")
+        #expect(partialLines.filter { $0.hasSuffix(": not yet") }.count == 1, "\(partial.stdout)")
+        #expect(partial.stderr.hasPrefix("curfew: not confirmed within 1 s by "), "\(partial.stderr)")
+        #expect(partial.stderr.hasSuffix("(version 3 is published; they apply it when they next read the shared directory)\n"))
+
+        let status = try family.parent.ok(["sync", "status", "--json", "--shared-dir", family.shared]).stdout
+        guard let computers = try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [[String: Any]] else {
+            throw TestFailure("bad sync status: \(status)")
+        }
+        #expect(computers.count == 3, "\(status)")
+        for computer in computers {
+            let enforced = computer["enforced"] as? [String: Int]
+            let pending = computer["pending"] as? [String] ?? []
+            if computer["machine"] as? String == "pc-c" {
+                #expect(enforced?["synckid"] == 2 && pending.count == 1, "\(computer)")
+            } else {
+                #expect(enforced?["synckid"] == 3 && pending.isEmpty, "\(computer)")
+            }
+        }
+        // The stopped computer catches up when it starts.
+        agents[2] = try family.start(2)
+        let after = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
+        #expect(after.contains("pc-c"), "\(after)")
     }
 }

@@ -1,0 +1,164 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The computers that announced themselves in `<shared-dir>/machines/` with a well-formed file:
+/// machine id -> host name.
+func knownComputers(_ shared: SharedDirectory) -> [(machine: String, host: String)] {
+    let names = (try? Files.list(shared.machinesPath)) ?? []
+    return names.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted().compactMap { id in
+        shared.machine(id).map { (id, $0.0.host) }
+    }
+}
+
+/// What one computer said about one record, for people and for `--json`.
+struct ComputerAnswer {
+    var machine: String
+    var host: String
+    var confirmation: Confirmation?
+    /// From publishing to the confirmation file being written.
+    var seconds: Double?
+
+    var line: String {
+        guard let confirmation else { return "\(host): not yet" }
+        let version = confirmation.enforcedVersion.map { "v\($0)" } ?? "?"
+        let after = seconds.map { String(format: " in %.2f s", max(0, $0)) } ?? ""
+        switch confirmation.outcome {
+        case .applied: return "\(host): applied \(version)\(after)"
+        case .merged:
+            let conflicts = confirmation.conflicts.isEmpty ? "" : " (conflicts: \(confirmation.conflicts.joined(separator: ", ")))"
+            return "\(host): merged into \(version)\(after)\(conflicts)"
+        case .superseded: return "\(host): superseded (\(version) in force): \(confirmation.reason ?? "")"
+        case .rejected: return "\(host): rejected: \(confirmation.reason ?? "no reason given")"
+        }
+    }
+
+    var json: JSONValue {
+        var object = JSONObject([("machine", .string(machine)), ("host", .string(host))])
+        object["outcome"] = confirmation.map { .string($0.outcome.rawValue) } ?? .null
+        object["reason"] = confirmation?.reason.map { .string($0) } ?? .null
+        object["enforcedVersion"] = confirmation?.enforcedVersion.map { .int(Int64($0)) } ?? .null
+        object["conflicts"] = .array((confirmation?.conflicts ?? []).map { .string($0) })
+        object["milliseconds"] = seconds.map { .int(Int64(($0 * 1000).rounded())) } ?? .null
+        return .object(object)
+    }
+}
+
+/// Waits up to `seconds` until every known computer has confirmed `recordId`, with a progress line on
+/// a terminal. `publishedAt` is the wall time just before the record was written.
+func waitForConfirmations(_ shared: SharedDirectory, recordId: String, publishedAt: Double, seconds: Double)
+    -> [ComputerAnswer]
+{
+    let computers = knownComputers(shared)
+    let deadline = Date().addingTimeInterval(seconds)
+    let progress = isatty(2) == 1
+    var answers: [ComputerAnswer] = []
+    while true {
+        let readings = Dictionary(
+            shared.confirmations(for: recordId).map { ($0.machine, $0) }, uniquingKeysWith: { first, _ in first })
+        answers = computers.map { computer in
+            let reading = readings[computer.machine]
+            return ComputerAnswer(
+                machine: computer.machine, host: computer.host, confirmation: reading?.confirmation,
+                seconds: reading?.confirmation == nil
+                    ? nil : reading?.writtenNanoseconds.map { Double($0) / 1e9 - publishedAt })
+        }
+        let done = answers.filter { $0.confirmation != nil }.count
+        if progress {
+            Output.writeError("\rwaiting for confirmations: \(done) of \(computers.count) computers")
+        }
+        if done == computers.count || Date() >= deadline { break }
+        usleep(50_000)
+    }
+    if progress { Output.writeError("\r\u{1B}[K") }
+    return answers
+}
+
+/// How long editing commands wait for the family's computers.
+struct WaitOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Seconds to wait for every known computer to confirm (default 5).", valueName: "seconds"))
+    var wait: Double = 5
+
+    @Flag(help: "Publish and return at once, without waiting for confirmations.")
+    var noWait = false
+
+    func validate() throws {
+        guard wait >= 0 && wait <= 3600 else {
+            throw ValidationError("wait must be between 0 and 3600 seconds, got \(wait)")
+        }
+    }
+
+    var seconds: Double? { noWait ? nil : wait }
+}
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync", abstract: "See which computers applied which policy.", subcommands: [SyncStatus.self])
+}
+
+struct SyncStatus: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Every computer of the shared directory: last seen, enforced versions, pending and rejected records.")
+
+    @OptionGroup var location: LocationOptions
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let workspace = Workspace(location)
+        let scan = try workspace.scan()
+        let records = ((try? Files.list(workspace.shared.recordsPath)) ?? []).filter(SharedDirectory.isRecordName).sorted()
+        let valid = Set(scan.valid.map(\.id)).union(scan.grants.map(\.id))
+        var computers: [JSONValue] = []
+        var lines: [String] = []
+        for (machine, host) in knownComputers(workspace.shared) {
+            var lastSeen: Int64? = nil
+            var enforced: [String: (time: Int64, version: Int)] = [:]
+            var rejected: [(String, String)] = []
+            var confirmed = Set<String>()
+            for record in records {
+                guard let reading = workspace.shared.confirmations(for: record).first(where: { $0.machine == machine }),
+                    let confirmation = reading.confirmation
+                else { continue }
+                confirmed.insert(record)
+                lastSeen = max(lastSeen ?? .min, reading.writtenNanoseconds ?? confirmation.time * 1_000_000_000)
+                if let user = confirmation.user, let version = confirmation.enforcedVersion,
+                    confirmation.time >= enforced[user]?.time ?? .min
+                {
+                    enforced[user] = (confirmation.time, version)
+                }
+                if confirmation.outcome == .rejected { rejected.append((record, confirmation.reason ?? "")) }
+            }
+            // Pending: valid records this computer has not answered yet.
+            let pending = records.filter { valid.contains($0) && !confirmed.contains($0) }
+            let seen = lastSeen.map { utcTimestamp($0 / 1_000_000_000) }
+            computers.append(
+                .object(
+                    JSONObject([
+                        ("machine", .string(machine)), ("host", .string(host)),
+                        ("lastSeen", seen.map { .string($0) } ?? .null),
+                        ("enforced", .object(JSONObject(enforced.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value.version))) }))),
+                        ("pending", .array(pending.map { .string($0) })),
+                        ("rejected", .array(rejected.map { .object(JSONObject([("record", .string($0.0)), ("reason", .string($0.1))])) })),
+                    ])))
+            lines.append("\(host) (\(machine)): last seen \(seen ?? "never")")
+            let versions = enforced.sorted { $0.key < $1.key }.map { "\($0.key) v\($0.value.version)" }
+            lines.append("  enforced: \(versions.isEmpty ? "nothing yet" : versions.joined(separator: ", "))")
+            lines.append("  pending: \(pending.isEmpty ? "none" : pending.map { String($0.prefix(12)) }.joined(separator: ", "))")
+            for (record, reason) in rejected { lines.append("  rejected \(record.prefix(12)): \(reason)") }
+        }
+        workspace.finish()
+        if json {
+            Output.line(JSONValue.array(computers).prettyString)
+        } else if computers.isEmpty {
+            Output.line("no computer has announced itself in \(workspace.shared.path) yet (curfewd writes machines/<id>.json at start)")
+        } else {
+            lines.forEach { Output.line($0) }
+        }
+    }
+}
