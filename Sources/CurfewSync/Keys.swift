@@ -45,8 +45,12 @@ public struct PublicKey: Sendable, Equatable {
 
     public var base64: String { rawRepresentation.base64EncodedString() }
 
+    /// Only the canonical base64 of a signature counts: Foundation also decodes spellings whose unused
+    /// trailing bits are set, and each such spelling would make another file (another record id) out
+    /// of the same signed record, counted again as if it were a different record.
     public func isValidSignature(_ base64Signature: String, for bytes: [UInt8]) -> Bool {
         guard let signature = Data(base64Encoded: base64Signature), signature.count == 64,
+            signature.base64EncodedString() == base64Signature,
             let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation)
         else { return false }
         return key.isValidSignature(signature, for: bytes)
