@@ -127,8 +127,10 @@ struct SyncStatus: ParsableCommand {
                 else { continue }
                 confirmed.insert(record)
                 lastSeen = max(lastSeen ?? .min, reading.writtenNanoseconds ?? confirmation.time * 1_000_000_000)
+                // What a computer enforces never goes back, so the highest version it reported is current
+                // (confirmation times have whole seconds and cannot order answers of the same second).
                 if let user = confirmation.user, let version = confirmation.enforcedVersion,
-                    confirmation.time >= enforced[user]?.time ?? .min
+                    version >= enforced[user]?.version ?? .min
                 {
                     enforced[user] = (confirmation.time, version)
                 }
