@@ -16,6 +16,11 @@ func knownComputers(_ shared: SharedDirectory) -> [(machine: String, host: Strin
     }
 }
 
+/// Every computer's verified confirmation of `record`, by machine id.
+func confirmationsByMachine(_ shared: SharedDirectory, record: String) -> [String: SharedDirectory.ConfirmationReading] {
+    Dictionary(shared.confirmations(for: record).map { ($0.machine, $0) }, uniquingKeysWith: { first, _ in first })
+}
+
 /// What one computer said about one record, for people and for `--json`.
 struct ComputerAnswer {
     var machine: String
@@ -59,8 +64,7 @@ func waitForConfirmations(_ shared: SharedDirectory, recordId: String, published
     let progress = isatty(2) == 1
     var answers: [ComputerAnswer] = []
     while true {
-        let readings = Dictionary(
-            shared.confirmations(for: recordId).map { ($0.machine, $0) }, uniquingKeysWith: { first, _ in first })
+        let readings = confirmationsByMachine(shared, record: recordId)
         answers = computers.map { computer in
             let reading = readings[computer.machine]
             return ComputerAnswer(
@@ -114,6 +118,11 @@ struct SyncStatus: ParsableCommand {
         let scan = try workspace.scan()
         let records = ((try? Files.list(workspace.shared.recordsPath)) ?? []).filter(SharedDirectory.isRecordName).sorted()
         let valid = Set(scan.valid.map(\.id)).union(scan.grants.map(\.id))
+        // Every record's confirmations, read and verified once: record -> machine -> reading.
+        var answers: [String: [String: SharedDirectory.ConfirmationReading]] = [:]
+        for record in records {
+            answers[record] = confirmationsByMachine(workspace.shared, record: record)
+        }
         var computers: [JSONValue] = []
         var lines: [String] = []
         for (machine, host) in knownComputers(workspace.shared) {
@@ -122,8 +131,7 @@ struct SyncStatus: ParsableCommand {
             var rejected: [(String, String)] = []
             var confirmed = Set<String>()
             for record in records {
-                guard let reading = workspace.shared.confirmations(for: record).first(where: { $0.machine == machine }),
-                    let confirmation = reading.confirmation
+                guard let reading = answers[record]?[machine], let confirmation = reading.confirmation
                 else { continue }
                 confirmed.insert(record)
                 lastSeen = max(lastSeen ?? .min, reading.writtenNanoseconds ?? confirmation.time * 1_000_000_000)
