@@ -73,11 +73,8 @@ struct CheckLogin: ParsableCommand {
                 return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
             }
             let policy = try workspace.policyState(of: user).policy ?? Policy.defaults(for: user)
-            let zone = Schedule.zone(for: policy)
+            let (schedule, totals) = try workspace.savedDay(of: user, policy: policy, now: now)
             let store = try workspace.openStore()
-            let day = zone.localTime(at: now).date
-            let totals = try store.read { try UsageTable.dayTotals(user: user, day: day, $0) }
-            let schedule = Schedule(policy: policy, zone: zone, adjustments: scan.adjustments[user] ?? [:])
             let verdict = LoginVerdict.decide(
                 user: user, schedule: schedule, usedSeconds: (totals[UsageKey.screen] ?? 0) / 1000, now: now)
             if !verdict.allowed {

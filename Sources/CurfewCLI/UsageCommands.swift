@@ -58,14 +58,11 @@ struct Status: ParsableCommand {
                 throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
             }
             let (policy, _) = try workspace.currentPolicy(of: target)
-            let zone = Schedule.zone(for: policy)
             let now = Workspace.now()
-            let day = zone.localTime(at: now).date
-            let totals = try workspace.openStore().read { try UsageTable.dayTotals(user: target, day: day, $0) }
-            let adjustments = try workspace.scan(warningsFor: target).adjustments[target] ?? [:]
+            let (schedule, totals) = try workspace.savedDay(of: target, policy: policy, now: now)
             status = UserStatus.make(
-                user: target, policy: policy, zone: zone, now: now, totals: totals, running: [], counting: nil,
-                adjustments: adjustments
+                user: target, policy: policy, zone: schedule.zone, now: now, totals: totals, running: [], counting: nil,
+                adjustments: schedule.adjustments
             ).json
             workspace.finish()
         }

@@ -121,6 +121,16 @@ final class Workspace {
         return (policy, record)
     }
 
+    /// `user`'s schedule under `policy` (its zone, the grants in the shared directory) and the usage saved
+    /// for the local day of `now`: what commands answer from disk when the agent is not running.
+    func savedDay(of user: String, policy: Policy, now: Int64) throws -> (schedule: Schedule, totals: [String: Int64]) {
+        let zone = Schedule.zone(for: policy)
+        let day = zone.localTime(at: now).date
+        let totals = try openStore().read { try UsageTable.dayTotals(user: user, day: day, $0) }
+        let adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
+        return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals)
+    }
+
     /// Reads and verifies a record file that the scan found valid.
     func load(_ summary: RecordSummary) throws -> PolicyRecord {
         let trusted = try translatingErrors { try keyRing.trustedKeys() }
