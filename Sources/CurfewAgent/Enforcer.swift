@@ -18,6 +18,7 @@ final class Enforcer {
     let systemZone = ZoneRules(TimeZone.current)
     var logind: LogindClient? = nil
     var logindRetryAt: Int64 = 0
+    var accounts = AccountCache()
     var warnings: [String: WarningTracker] = [:]
     /// Users in a blocked state, and what was done, so each lockout is recorded once.
     var blocked: [String: UseState] = [:]
@@ -50,10 +51,12 @@ final class Enforcer {
     func step(now: Int64, monotonic: Int64) {
         let state = agent.state
         let sessions = state.sessions
-        for user in state.policies.keys.sorted() {
-            guard let schedule = state.schedule(of: user, systemZone: systemZone),
-                let account = Accounts.account(named: user)
-            else { continue }
+        let users = state.policies.keys.sorted()
+        accounts.refresh(for: users, monotonic: monotonic)
+        for user in users {
+            guard let schedule = state.schedule(of: user, systemZone: systemZone), let account = accounts[user] else {
+                continue
+            }
             let live = state.live(of: user)
             let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
             let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []

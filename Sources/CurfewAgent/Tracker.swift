@@ -33,9 +33,7 @@ public final class Tracker {
     var observations: [String: UserObservation] = [:]
     var live: [String: AgentState.LiveUser] = [:]
     var logindWarned = false
-    /// Account lookups (NSS) are not free: kept for 30 s.
-    var accounts: [String: Accounts.Account?] = [:]
-    var accountsRead: Int64? = nil
+    var accounts = AccountCache()
     var lastFullScan: Int64 = 0
     /// Stops blocked and limited apps (and, without logind, a logged-out user's processes).
     let stopper: ProcessStopper
@@ -217,11 +215,7 @@ public final class Tracker {
                     time: last.wall, kind: "logind-unavailable",
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
-        if accountsRead.map({ last.monotonic - $0 > 30_000 }) ?? true || Set(policies.keys) != Set(accounts.keys) {
-            accounts = [:]
-            for user in policies.keys { accounts.updateValue(Accounts.account(named: user), forKey: user) }
-            accountsRead = last.monotonic
-        }
+        accounts.refresh(for: policies.keys, monotonic: last.monotonic)
         let processes = sampler.cached
         var byUID: [UInt32: [TrackedProcess]] = [:]
         for process in processes.values { byUID[process.uid, default: []].append(process) }
@@ -232,7 +226,7 @@ public final class Tracker {
         var newObservations: [String: UserObservation] = [:]
         var newLive: [String: AgentState.LiveUser] = [:]
         for (user, policy) in policies {
-            guard let account = accounts[user] ?? nil else { continue }
+            guard let account = accounts[user] else { continue }
             var processes = byUID[account.uid] ?? []
             if connector == nil {
                 // Polling: catch a launcher that exec'd the game since the last tick.
@@ -276,7 +270,7 @@ public final class Tracker {
         let processes = sampler.cached
         let now = clock().wall
         for user in policies.keys.sorted() {
-            guard let account = accounts[user] ?? nil, let schedule = state.schedule(of: user, systemZone: systemZone)
+            guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone)
             else { continue }
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
