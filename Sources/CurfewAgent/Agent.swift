@@ -33,6 +33,8 @@ public struct AgentConfiguration: Sendable {
     /// This computer's id in the shared directory; nil: /etc/machine-id, else one made once in the
     /// state directory. Tests give several agents on one computer ids of their own.
     public var machineID: String? = nil
+    /// How often this computer's usage summaries are written to the shared directory while they change.
+    public var usageIntervalMilliseconds: Int64 = 30_000
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -73,7 +75,8 @@ public final class Agent: Sendable {
         self.logger = logger
         try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)
         let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
-        let shared = SharedDirectory(path: configuration.sharedDirectory)
+        let shared = SharedDirectory(
+            path: configuration.sharedDirectory, pins: MachineKeyPins(stateDirectory: configuration.stateDirectory))
         try shared.create()
         let now = Int64(Date().timeIntervalSince1970)
         let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)
@@ -93,6 +96,8 @@ public final class Agent: Sendable {
         self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)
         self.machine = try MachineIdentity.load(stateDirectory: configuration.stateDirectory, override: configuration.machineID)
         self.confirmations = ConfirmationStore(shared: shared, machine: machine)
+        let machineID = machine.id
+        try store.write { try AgentStateTable.set(Agent.machineIDKey, machineID, $0) }
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
         // Until logind answers, no session is known to count.
@@ -229,6 +234,7 @@ public final class Agent: Sendable {
             ThreadService(name: "logind", agent: self) { agent, stop in agent.runLogind(stop) },
             ThreadService(name: "socket", agent: self) { agent, stop in agent.runSocket(stop) },
             ThreadService(name: "enforcer", agent: self) { agent, stop in Enforcer(agent: agent).run(until: stop) },
+            ThreadService(name: "usage-exchange", agent: self) { agent, stop in UsageExchange(agent: agent).run(until: stop) },
         ]
     }
 
@@ -344,10 +350,14 @@ public final class Agent: Sendable {
         let live = state.live(of: user)
         return UserStatus.make(
             user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
-            counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:])
+            counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:],
+            otherComputers: live?.otherComputers ?? 0)
     }
 
     public static let version = "0.1.0"
+    /// `agent_state` key of the machine id the agent runs as, so the CLI on the same state directory
+    /// tells this computer's usage summaries from the other computers'.
+    public static let machineIDKey = "machine-id"
 }
 
 /// Runs one blocking loop of the agent on a thread of its own, as a `Service`. Graceful shutdown

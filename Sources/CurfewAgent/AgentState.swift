@@ -11,6 +11,12 @@ public final class AgentState: Sendable {
         public var totals: [String: Int64]
         public var running: Set<String>
         public var counting: Bool
+        /// Screen time of the same day on the family's other computers, when the user's policy makes
+        /// the daily limit count every computer (`limitScope` all-computers); else 0.
+        public var otherComputers: Int64 = 0
+
+        /// The screen time the daily limit counts, in milliseconds.
+        public var screenForLimit: Int64 { (totals[UsageKey.screen] ?? 0) + otherComputers }
     }
 
     /// Something to tell a child: on their terminals and as a desktop notification.
@@ -39,6 +45,8 @@ public final class AgentState: Sendable {
         var sessionsChanged = true
         var sleeping = false
         var live: [String: LiveUser] = [:]
+        /// Other computers' screen time per user, for one local day each.
+        var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
         var stopping = false
     }
 
@@ -98,6 +106,17 @@ public final class AgentState: Sendable {
 
     public func setLive(_ live: [String: LiveUser]) { contents.withLock { $0.live = live } }
     public func live(of user: String) -> LiveUser? { contents.withLock { $0.live[user] } }
+
+    /// Other computers' screen time of `user` on `day` (their latest usage summaries).
+    public func setOtherComputers(_ user: String, day: LocalDate, milliseconds: Int64) {
+        contents.withLock { $0.otherComputers[user] = (day, milliseconds) }
+    }
+
+    public func otherComputers(of user: String, on day: LocalDate) -> Int64 {
+        contents.withLock { contents in
+            contents.otherComputers[user].flatMap { $0.day == day ? $0.milliseconds : nil } ?? 0
+        }
+    }
 
     /// Set once on shutdown; every thread loop checks it.
     public func stop() { contents.withLock { $0.stopping = true } }

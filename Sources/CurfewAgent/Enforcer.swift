@@ -256,12 +256,16 @@ extension Enforcement {
         schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
     ) -> EnforcementPlan {
         var totals = live?.totals ?? [:]
-        if let day = live?.day, day != schedule.zone.localTime(at: now).date { totals = [:] }
+        var screen = live?.screenForLimit ?? 0
+        if let day = live?.day, day != schedule.zone.localTime(at: now).date {
+            totals = [:]
+            screen = 0
+        }
         var appSeconds: [String: Int64] = [:]
         for (app, milliseconds) in totals where app != UsageKey.screen { appSeconds[app] = milliseconds / 1000 }
         return plan(
             schedule: schedule, now: now,
-            usage: DayUsage(screenSeconds: (totals[UsageKey.screen] ?? 0) / 1000, appSeconds: appSeconds),
+            usage: DayUsage(screenSeconds: screen / 1000, appSeconds: appSeconds),
             running: running,
             tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
     }

@@ -52,7 +52,7 @@ extension Agent {
         }
         var used: Int64 = 0
         if let live = state.live(of: user), live.day == schedule.zone.localTime(at: now).date {
-            used = (live.totals[UsageKey.screen] ?? 0) / 1000
+            used = live.screenForLimit / 1000
         }
         let verdict = LoginVerdict.decide(user: user, schedule: schedule, usedSeconds: used, now: now)
         if !verdict.allowed {

@@ -19,22 +19,27 @@ public struct UserStatus: Sendable, Equatable {
     public var zone: ZoneRules
     /// Extra time granted for the day (already part of the decision's limit).
     public var adjustment: DayAdjustment = DayAdjustment()
+    /// Screen time on the family's other computers that the daily limit counts; nil when the policy
+    /// counts this computer only.
+    public var otherComputersMilliseconds: Int64? = nil
 
     /// Today's status from the day's totals (`""` = screen time) and the running apps.
     public static func make(
         user: String, policy: Policy, zone: ZoneRules, now: Int64, totals: [String: Int64], running: Set<String>,
-        counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:]
+        counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:], otherComputers: Int64 = 0
     ) -> UserStatus {
         let screen = totals[UsageKey.screen] ?? 0
+        let others = policy.limitScope == .allComputers ? otherComputers : nil
         let decision = Schedule(policy: policy, zone: zone, adjustments: adjustments)
-            .decide(now: now, usedSeconds: screen / 1000)
+            .decide(now: now, usedSeconds: (screen + (others ?? 0)) / 1000)
         var names = Set(totals.keys.filter { $0 != UsageKey.screen }).union(running)
         names.subtract(Accounting.sessionPlumbing)
         let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
             .sorted { ($0.milliseconds, $1.app) > ($1.milliseconds, $0.app) }
         return UserStatus(
             user: user, date: decision.date, timezone: zone.identifier, screenMilliseconds: screen, decision: decision,
-            apps: apps, counting: counting, zone: zone, adjustment: adjustments[decision.date] ?? DayAdjustment())
+            apps: apps, counting: counting, zone: zone, adjustment: adjustments[decision.date] ?? DayAdjustment(),
+            otherComputersMilliseconds: others)
     }
 
     public static func == (lhs: UserStatus, rhs: UserStatus) -> Bool {
@@ -50,12 +55,20 @@ public struct UserStatus: Sendable, Equatable {
             ("date", .string("\(date)")),
             ("timezone", .string(timezone)),
             ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
+        ])
+        if let otherComputersMilliseconds {
+            // Only when the daily limit counts every computer: what the other computers add to it.
+            object["otherComputersSeconds"] = .int(UserStatus.seconds(otherComputersMilliseconds))
+        }
+        for (key, value) in [
             ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
             ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
             ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
             ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
             ("state", .string(decision.state.rawValue)),
-        ])
+        ] as [(String, JSONValue)] {
+            object[key] = value
+        }
         object["reason"] = decision.reason.map { .string($0) } ?? .null
         object["nextChange"] =
             decision.nextChange.map {

@@ -248,6 +248,7 @@ public final class Tracker {
             }
             entry?.running = apps.subtracting(Accounting.sessionPlumbing)
             entry?.counting = counts && !state.sleeping
+            entry?.otherComputers = policy.limitScope == .allComputers ? state.otherComputers(of: user, on: day) : 0
             newLive[user] = entry
         }
         observations = newObservations
@@ -274,7 +275,7 @@ public final class Tracker {
             else { continue }
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
-            if !hasAppRules && schedule.state(at: now / 1000, usedSeconds: (live[user]?.totals[UsageKey.screen] ?? 0) / 1000) == .allowed {
+            if !hasAppRules && schedule.state(at: now / 1000, usedSeconds: (live[user]?.screenForLimit ?? 0) / 1000) == .allowed {
                 continue
             }
             enforced.insert(account.uid)

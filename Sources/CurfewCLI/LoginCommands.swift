@@ -73,10 +73,10 @@ struct CheckLogin: ParsableCommand {
                 return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
             }
             let policy = try workspace.policyState(of: user).policy ?? Policy.defaults(for: user)
-            let (schedule, totals) = try workspace.savedDay(of: user, policy: policy, now: now)
+            let (schedule, totals, others) = try workspace.savedDay(of: user, policy: policy, now: now)
             let store = try workspace.openStore()
             let verdict = LoginVerdict.decide(
-                user: user, schedule: schedule, usedSeconds: (totals[UsageKey.screen] ?? 0) / 1000, now: now)
+                user: user, schedule: schedule, usedSeconds: ((totals[UsageKey.screen] ?? 0) + others) / 1000, now: now)
             if !verdict.allowed {
                 // The refusal stands even if the audit log cannot take it (a read-only disk, say).
                 _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }

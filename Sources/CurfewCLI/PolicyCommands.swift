@@ -118,6 +118,7 @@ struct PolicyCommand: ParsableCommand {
         for (day, limit) in policy.weekdayLimits.sorted(by: { $0.key < $1.key }) {
             rows.append(["", "\(day.rawValue) \(limit.text)"])
         }
+        if policy.limitScope == .allComputers { rows.append(["", "counts \(Limit.describe(.allComputers))"]) }
         rows.append(["bedtime", policy.bedtime.map { "\($0)" } ?? "off"])
         for (day, window) in policy.weekdayBedtimes.sorted(by: { $0.key < $1.key }) {
             rows.append(["", "\(day.rawValue) \(window.map { "\($0)" } ?? "off")"])

@@ -7,7 +7,10 @@ struct Limit: ParsableCommand {
         abstract: "Set a user's daily screen-time limit, or a weekday's.",
         discussion: """
             DURATION is 0..8h in steps of 15 minutes (90m, 1h30m, 2h, 0 for no screen time) or unlimited. \
-            With --day it sets an override for those weekdays; --day DAY --clear removes the override.
+            With --day it sets an override for those weekdays; --day DAY --clear removes the override. \
+            --computers all makes the daily limits count the user's screen time on every family computer \
+            that shares this directory (from the usage summaries the agents write there); --computers this \
+            (the default) counts this computer's time only. It may be given alone: curfew limit kid --computers all.
             """)
 
     @OptionGroup var options: PublishOptions
@@ -16,9 +19,18 @@ struct Limit: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Only on these weekdays (mon..sun, repeatable or comma-separated).", valueName: "day"))
     var day: [String] = []
     @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
+    @Option(name: .long, help: ArgumentHelp("Whose screen time the limits count: this computer's or all computers'.", valueName: "this|all"))
+    var computers: String?
 
     func run() throws {
         let days = try parseDays(day)
+        let scope = try computers.map { text in try translatingErrors { try LimitScope.parse(text) } }
+        if let scope, duration == nil, !clear, days.isEmpty {
+            try editPolicy(options, user: user) { policy in policy.limitScope = scope } describe: { old, new in
+                "\(user): daily limit \(new == old ? "already counts" : "now counts") \(Limit.describe(scope))"
+            }
+            return
+        }
         let allowance = try valueOrClear(duration, clear: clear, days: days, name: "duration", forms: "90m, 1h30m, 2h, 0 or unlimited")
             .map { text in
                 let parsed = try translatingErrors { try TimeAllowance.parse(text) }
@@ -32,16 +44,27 @@ struct Limit: ParsableCommand {
             } else {
                 for day in days { policy.weekdayLimits[day] = allowance }
             }
+            if let scope { policy.limitScope = scope }
         } describe: { old, new in
+            let scopeNote = new.limitScope == old.limitScope ? "" : ", counting \(Limit.describe(new.limitScope))"
             if days.isEmpty {
-                return new == old
+                return (new.dailyLimit == old.dailyLimit
                     ? "\(user): daily limit is already \(new.dailyLimit.text)"
-                    : "\(user): daily limit is now \(new.dailyLimit.text) (was \(old.dailyLimit.text))"
+                    : "\(user): daily limit is now \(new.dailyLimit.text) (was \(old.dailyLimit.text))") + scopeNote
             }
             if let allowance {
                 return "\(user): limit on \(dayList(days)) is \(new == old ? "already" : "now") \(allowance.text)"
             }
             return "\(user): \(dayList(days)) \(new == old ? "already uses" : "now uses") the daily limit (\(new.dailyLimit.text))"
+        }
+    }
+}
+
+extension Limit {
+    static func describe(_ scope: LimitScope) -> String {
+        switch scope {
+        case .thisComputer: "this computer's screen time only"
+        case .allComputers: "screen time on every family computer"
         }
     }
 }

@@ -59,10 +59,10 @@ struct Status: ParsableCommand {
             }
             let (policy, _) = try workspace.currentPolicy(of: target)
             let now = Workspace.now()
-            let (schedule, totals) = try workspace.savedDay(of: target, policy: policy, now: now)
+            let (schedule, totals, others) = try workspace.savedDay(of: target, policy: policy, now: now)
             status = UserStatus.make(
                 user: target, policy: policy, zone: schedule.zone, now: now, totals: totals, running: [], counting: nil,
-                adjustments: schedule.adjustments
+                adjustments: schedule.adjustments, otherComputers: others
             ).json
             workspace.finish()
         }
@@ -86,6 +86,9 @@ struct Status: ParsableCommand {
             rows.append(["screen time", "\(used) of \(TimeAllowance.format(minutes: Int(limit)))\(granted)"])
         } else {
             rows.append(["screen time", "\(used) (no daily limit)"])
+        }
+        if let others = int("otherComputersSeconds") {
+            rows.append(["", "\(formatSeconds(others)) more on the family's other computers (the limit counts them)"])
         }
         if let remaining = int("remainingSeconds") {
             rows.append(["time left", formatSeconds(remaining)])

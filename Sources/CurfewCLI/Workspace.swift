@@ -1,5 +1,6 @@
 import ArgumentParser
 import CurfewCore
+import CurfewAgent
 import CurfewStore
 import CurfewSync
 import Foundation
@@ -47,7 +48,8 @@ final class Workspace {
 
     init(_ options: LocationOptions) {
         stateDirectory = options.resolvedStateDirectory
-        shared = SharedDirectory(path: options.resolvedSharedDirectory)
+        shared = SharedDirectory(
+            path: options.resolvedSharedDirectory, pins: MachineKeyPins(stateDirectory: stateDirectory))
         keyRing = KeyRing(stateDirectory: stateDirectory)
     }
 
@@ -123,12 +125,40 @@ final class Workspace {
 
     /// `user`'s schedule under `policy` (its zone, the grants in the shared directory) and the usage saved
     /// for the local day of `now`: what commands answer from disk when the agent is not running.
-    func savedDay(of user: String, policy: Policy, now: Int64) throws -> (schedule: Schedule, totals: [String: Int64]) {
+    /// `otherComputers` is the day's screen time on the family's other computers when the policy's
+    /// daily limit counts them (else 0).
+    func savedDay(of user: String, policy: Policy, now: Int64) throws -> (
+        schedule: Schedule, totals: [String: Int64], otherComputers: Int64
+    ) {
         let zone = Schedule.zone(for: policy)
         let day = zone.localTime(at: now).date
         let totals = try openStore().read { try UsageTable.dayTotals(user: user, day: day, $0) }
         let adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
-        return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals)
+        let others =
+            policy.limitScope == .allComputers
+            ? otherComputersUsage(of: user, from: day, through: day).reduce(0) { $0 + $1.screenMilliseconds } : 0
+        return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals, others)
+    }
+
+    /// The latest usage summary of each other computer and day: the verified files in the shared
+    /// directory, and what this computer's agent kept of them (a file may since have been removed).
+    func otherComputersUsage(of user: String, from: LocalDate, through to: LocalDate) -> [UsageSummary] {
+        // This computer's own summaries are in its usage table; the agent notes which id is its own.
+        let machine = try? openStore().read { try AgentStateTable.get(Agent.machineIDKey, $0) }
+        var latest: [String: UsageSummary] = [:]
+        func consider(_ summary: UsageSummary) {
+            guard summary.machine != machine else { return }
+            let key = "\(summary.machine)/\(summary.day)"
+            if let kept = latest[key], (kept.time, kept.screenMilliseconds) >= (summary.time, summary.screenMilliseconds) { return }
+            latest[key] = summary
+        }
+        if let kept = try? openStore().read({ try RemoteUsageTable.summaries(user: user, from: from, through: to, $0) }) {
+            kept.forEach(consider)
+        }
+        for reading in shared.usageReadings(user: user, from: from, through: to) {
+            if let summary = reading.summary { consider(summary) }
+        }
+        return latest.values.sorted { ($0.day, $0.machine) < ($1.day, $1.machine) }
     }
 
     /// Reads and verifies a record file that the scan found valid.

@@ -17,6 +17,22 @@ public enum Lockout: String, CaseIterable, Sendable, Codable {
     }
 }
 
+/// Which computers' screen time the daily limit counts.
+public enum LimitScope: String, CaseIterable, Sendable, Codable {
+    /// Only time on this computer (the default).
+    case thisComputer = "this-computer"
+    /// Time on every computer of the family, from the usage summaries in the shared directory.
+    case allComputers = "all-computers"
+
+    public static func parse(_ text: String) throws(PolicyError) -> LimitScope {
+        switch text {
+        case "this-computer", "this": return .thisComputer
+        case "all-computers", "all": return .allComputers
+        default: throw PolicyError("limit scope must be this-computer or all-computers, got \(quoted(text))")
+        }
+    }
+}
+
 /// The rule a parent set for one app.
 public enum AppRuleKind: Sendable, Equatable, Hashable {
     case block
@@ -63,6 +79,8 @@ public struct Policy: Sendable, Equatable {
     public var lockout: Lockout
     /// An IANA zone name; nil means the computer's own zone.
     public var timezone: String?
+    /// Whether the daily limits count this computer's time only or every family computer's.
+    public var limitScope: LimitScope
 
     public init(
         user: String,
@@ -73,7 +91,8 @@ public struct Policy: Sendable, Equatable {
         apps: [AppRule] = [],
         warnMinutes: [Int] = Policy.defaultWarnMinutes,
         lockout: Lockout = .logout,
-        timezone: String? = nil
+        timezone: String? = nil,
+        limitScope: LimitScope = .thisComputer
     ) {
         self.user = user
         self.dailyLimit = dailyLimit
@@ -84,6 +103,7 @@ public struct Policy: Sendable, Equatable {
         self.warnMinutes = warnMinutes
         self.lockout = lockout
         self.timezone = timezone
+        self.limitScope = limitScope
     }
 
     // Checked by validation and by the tests; a literal that cannot fail.
@@ -219,10 +239,12 @@ extension Policy {
 extension Policy {
     public static let fieldNames = [
         "user", "dailyLimitMinutes", "weekdayLimits", "bedtime", "weekdayBedtimes", "apps", "warnMinutes",
-        "lockout", "timezone",
+        "lockout", "timezone", "limitScope",
     ]
 
-    /// The policy in SPEC.md's JSON form, fields in the documented order.
+    /// The policy in SPEC.md's JSON form, fields in the documented order. `limitScope` appears only
+    /// when it is `all-computers`: a policy that does not use it reads (and verifies) exactly as
+    /// before the field existed, also on computers whose agent does not know it yet.
     public var json: JSONValue {
         func allowance(_ value: TimeAllowance) -> JSONValue {
             if case .minutes(let minutes) = value { return .int(Int64(minutes)) }
@@ -237,24 +259,25 @@ extension Policy {
             if case .limit(let minutes) = rule.rule { object["dailyLimitMinutes"] = .int(Int64(minutes)) }
             return .object(object)
         }
-        return .object(
-            JSONObject([
-                ("user", .string(user)),
-                ("dailyLimitMinutes", allowance(dailyLimit)),
-                (
-                    "weekdayLimits",
-                    .object(JSONObject(weekdayLimits.sorted { $0.key < $1.key }.map { ($0.key.rawValue, allowance($0.value)) }))
-                ),
-                ("bedtime", window(bedtime)),
-                (
-                    "weekdayBedtimes",
-                    .object(JSONObject(weekdayBedtimes.sorted { $0.key < $1.key }.map { ($0.key.rawValue, window($0.value)) }))
-                ),
-                ("apps", .array(apps)),
-                ("warnMinutes", .array(warnMinutes.map { .int(Int64($0)) })),
-                ("lockout", .string(lockout.rawValue)),
-                ("timezone", timezone.map { .string($0) } ?? .null),
-            ]))
+        var object = JSONObject([
+            ("user", .string(user)),
+            ("dailyLimitMinutes", allowance(dailyLimit)),
+            (
+                "weekdayLimits",
+                .object(JSONObject(weekdayLimits.sorted { $0.key < $1.key }.map { ($0.key.rawValue, allowance($0.value)) }))
+            ),
+            ("bedtime", window(bedtime)),
+            (
+                "weekdayBedtimes",
+                .object(JSONObject(weekdayBedtimes.sorted { $0.key < $1.key }.map { ($0.key.rawValue, window($0.value)) }))
+            ),
+            ("apps", .array(apps)),
+            ("warnMinutes", .array(warnMinutes.map { .int(Int64($0)) })),
+            ("lockout", .string(lockout.rawValue)),
+            ("timezone", timezone.map { .string($0) } ?? .null),
+        ])
+        if limitScope != .thisComputer { object["limitScope"] = .string(limitScope.rawValue) }
+        return .object(object)
     }
 
     /// Reads SPEC.md's JSON form. Every field but `user` may be left out and takes its default;
@@ -314,6 +337,13 @@ extension Policy {
         if let field = object["lockout"] { policy.lockout = try Lockout.parse(try field.string("lockout")) }
         if let field = object["timezone"] {
             policy.timezone = field == .null ? nil : try field.string("timezone")
+        }
+        if let field = object["limitScope"] {
+            let text = try field.string("limitScope")
+            guard let scope = LimitScope(rawValue: text) else {
+                throw PolicyError("limit scope must be this-computer or all-computers, got \(quoted(text))")
+            }
+            policy.limitScope = scope
         }
         try policy.validate()
         policy.warnMinutes.sort(by: >)

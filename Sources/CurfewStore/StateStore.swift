@@ -134,6 +134,24 @@ public final class StateStore: Sendable {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v6-remote-usage") { db in
+            // Other computers' usage summaries, the latest of each kept, so a summary deleted from or
+            // replaced by an older copy in the shared directory does not take time back.
+            try db.execute(
+                sql: """
+                    CREATE TABLE remote_usage (
+                        machine TEXT NOT NULL,
+                        user TEXT NOT NULL,
+                        day TEXT NOT NULL,
+                        host TEXT NOT NULL,
+                        screen_ms INTEGER NOT NULL CHECK (screen_ms >= 0),
+                        buckets TEXT NOT NULL,
+                        written INTEGER NOT NULL,
+                        PRIMARY KEY (machine, user, day)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX remote_usage_user_day ON remote_usage(user, day);
+                    """)
+        }
         return migrator
     }
 }

@@ -98,8 +98,10 @@ public struct ConfirmationStore: Sendable {
         guard confirmation.machine == machine, confirmation.record == record else {
             return .failure(RecordError("confirmation names another machine or record than its path"))
         }
-        guard let (_, key) = shared.machine(machine) else {
-            return .failure(RecordError("machine \(machine) has not published a valid key in machines/"))
+        let key: PublicKey
+        switch shared.machineKey(machine) {
+        case .success(let (_, machineKey)): key = machineKey
+        case .failure(let error): return .failure(error)
         }
         guard key.id == confirmation.key, key.isValidSignature(signature, for: confirmation.signingBytes) else {
             return .failure(RecordError("signature does not verify with the key of machine \(machine)"))

@@ -7,8 +7,13 @@ import Synchronization
 /// policy records and grants of extra time, `confirmations/<machine-id>/` what each computer applied.
 public struct SharedDirectory: Sendable {
     public let path: String
+    /// The machine keys this computer pinned; without them every announced key is believed.
+    public let pins: MachineKeyPins?
 
-    public init(path: String) { self.path = path }
+    public init(path: String, pins: MachineKeyPins? = nil) {
+        self.path = path
+        self.pins = pins
+    }
 
     public var recordsPath: String { "\(path)/records" }
     public var confirmationsPath: String { "\(path)/confirmations" }

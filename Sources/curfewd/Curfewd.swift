@@ -48,6 +48,11 @@ struct Curfewd: AsyncParsableCommand {
     var rescan: Double = 30
 
     @Option(help: ArgumentHelp(
+        "Seconds between usage summaries written to the shared directory while a managed user's time changes (1-60).",
+        valueName: "seconds"))
+    var usageInterval: Double = 30
+
+    @Option(help: ArgumentHelp(
         "This computer's id in the shared directory (default: $CURFEW_MACHINE_ID, else /etc/machine-id, else one made once in the state directory).",
         valueName: "id"))
     var machineId: String?
@@ -62,6 +67,9 @@ struct Curfewd: AsyncParsableCommand {
         }
         guard rescan >= 0.1 && rescan <= 86_400 else {
             throw ValidationError("rescan must be between 0.1 and 86400 seconds, got \(rescan)")
+        }
+        guard usageInterval >= 1 && usageInterval <= 60 else {
+            throw ValidationError("usage interval must be between 1 and 60 seconds, got \(usageInterval)")
         }
         if let machineId, !MachineIdentity.isValidID(machineId) {
             throw ValidationError("machine id must be 1 to 64 letters, digits, - or _, got \(machineId)")
@@ -91,6 +99,7 @@ struct Curfewd: AsyncParsableCommand {
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
+        configuration.usageIntervalMilliseconds = Int64(usageInterval * 1000)
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, logger: logger)
