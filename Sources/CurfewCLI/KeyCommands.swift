@@ -31,8 +31,12 @@ struct KeyCommand: ParsableCommand {
                             ("revokedAt", revoked[id].map { .string(utcTimestamp($0.time)) } ?? .null),
                         ]))
                 }
+                let machines: [JSONValue] = KeyCommand.pinnedMachines(workspace).map { machine, pinned in
+                    .object(JSONObject([("machine", .string(machine)), ("id", .string(pinned.id)), ("publicKey", .string(pinned.base64))]))
+                }
                 let object = JSONObject([
                     ("id", .string(key.id)), ("publicKey", .string(key.publicKey.base64)), ("trusted", .array(entries)),
+                    ("machines", .array(machines)),
                 ])
                 Output.line(JSONValue.object(object).prettyString)
                 return
@@ -46,6 +50,11 @@ struct KeyCommand: ParsableCommand {
                     : revoked[id].map { " (revoked at \(utcTimestamp($0.time)))" } ?? ""
                 Output.line("  \(id)\(note)")
             }
+            let machines = KeyCommand.pinnedMachines(workspace)
+            if !machines.isEmpty {
+                Output.line("computers' keys (confirmations and usage summaries):")
+                for (machine, pinned) in machines { Output.line("  \(machine): \(pinned.id)") }
+            }
         }
     }
 
@@ -55,11 +64,21 @@ struct KeyCommand: ParsableCommand {
         @OptionGroup var location: LocationOptions
         @Option(name: .long, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
         var output: String?
+        @Flag(name: .long, help: "Export this computer's machine key (it signs confirmations and usage summaries) instead.")
+        var machine = false
 
         func run() throws {
             let workspace = Workspace(location)
             try workspace.requireStateDirectory()
-            let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            let key: SigningKey
+            if machine {
+                guard Files.exists(workspace.keyRing.machineKeyPath) else {
+                    throw CLIError("this computer has no machine key yet (\(workspace.keyRing.machineKeyPath)): start curfewd once", .unavailable)
+                }
+                key = try translatingErrors { try workspace.keyRing.createMachineKeyIfMissing() }
+            } else {
+                key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            }
             let text = KeyCommand.fileText(key.publicKey)
             guard let output else {
                 print(text, terminator: "")
@@ -79,10 +98,15 @@ struct KeyCommand: ParsableCommand {
             abstract: "Accept records signed by another parent's or computer's key.",
             discussion: """
                 FILE is a public key as curfew key export writes it (one line of base64), or - for \
-                standard input. Prints the key's id.
+                standard input. Prints the key's id. With --machine ID it is instead the key computer ID \
+                signs its confirmations and usage summaries with (curfew key export --machine on that \
+                computer): this computer pins the first key it sees for each computer in the shared \
+                directory and refuses another one until a parent trusts it this way.
                 """)
         @OptionGroup var location: LocationOptions
         @Argument(help: "The public key file, or - for standard input.") var file: String
+        @Option(name: .long, help: ArgumentHelp("Trust the key as the key of this computer (its machine id).", valueName: "id"))
+        var machine: String?
 
         func run() throws {
             let bytes: [UInt8]
@@ -98,6 +122,20 @@ struct KeyCommand: ParsableCommand {
             let key = try KeyCommand.parsePublicKey(bytes, source: file == "-" ? "standard input" : file)
             let workspace = Workspace(location)
             try workspace.requireStateDirectory()
+            if let machine {
+                guard MachineID.isValid(machine) else {
+                    throw CLIError("machine id must be 1 to 64 letters, digits, - or _, got \(quoted(machine))", .invalidArguments)
+                }
+                let pins = MachineKeyPins(stateDirectory: workspace.stateDirectory)
+                let previous = pins.pinned(machine)
+                guard previous != key else {
+                    Output.line("key \(key.id) is already the key of computer \(machine)")
+                    return
+                }
+                try translatingErrors { try pins.pin(machine, key: key) }
+                Output.line("computer \(machine) now signs with key \(key.id)\(previous.map { " (was \($0.id))" } ?? "")")
+                return
+            }
             let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
             // A private key is 32 bytes of base64 too: trusting one by mistake would trust a key
             // nobody holds, and print a secret's name as if it were a public key.
@@ -116,6 +154,16 @@ struct KeyCommand: ParsableCommand {
             }
             try translatingErrors { try workspace.keyRing.trust(key) }
             Output.line("trusted key \(key.id)")
+        }
+    }
+
+    static func pinnedMachines(_ workspace: Workspace) -> [(String, PublicKey)] {
+        let pins = MachineKeyPins(stateDirectory: workspace.stateDirectory)
+        let names = (try? Files.list(pins.directory)) ?? []
+        return names.sorted().compactMap { name in
+            guard name.hasSuffix(".pub") else { return nil }
+            let machine = String(name.dropLast(4))
+            return pins.pinned(machine).map { (machine, $0) }
         }
     }
 

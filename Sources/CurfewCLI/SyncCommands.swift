@@ -8,11 +8,15 @@ import Foundation
 #endif
 
 /// The computers that announced themselves in `<shared-dir>/machines/` with a well-formed file:
-/// machine id -> host name.
-func knownComputers(_ shared: SharedDirectory) -> [(machine: String, host: String)] {
+/// machine id, host name, and why its files cannot be believed (a key other than the one pinned here).
+func knownComputers(_ shared: SharedDirectory) -> [(machine: String, host: String, problem: String?)] {
     let names = (try? Files.list(shared.machinesPath)) ?? []
     return names.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted().compactMap { id in
-        shared.machine(id).map { (id, $0.0.host) }
+        guard let (announcement, _) = shared.announcement(id) else { return nil }
+        switch shared.machineKey(id) {
+        case .success: return (id, announcement.host, nil)
+        case .failure(let error): return (id, announcement.host, error.reason)
+        }
     }
 }
 
@@ -28,9 +32,11 @@ struct ComputerAnswer {
     var confirmation: Confirmation?
     /// From publishing to the confirmation file being written.
     var seconds: Double?
+    /// Why its confirmations cannot be believed, if they cannot.
+    var problem: String? = nil
 
     var line: String {
-        guard let confirmation else { return "\(host): not yet" }
+        guard let confirmation else { return "\(host): not yet" + (problem.map { " (\($0))" } ?? "") }
         let version = confirmation.enforcedVersion.map { "v\($0)" } ?? "?"
         let after = seconds.map { String(format: " in %.2f s", max(0, $0)) } ?? ""
         switch confirmation.outcome {
@@ -70,7 +76,8 @@ func waitForConfirmations(_ shared: SharedDirectory, recordId: String, published
             return ComputerAnswer(
                 machine: computer.machine, host: computer.host, confirmation: reading?.confirmation,
                 seconds: reading?.confirmation == nil
-                    ? nil : reading?.writtenNanoseconds.map { Double($0) / 1e9 - publishedAt })
+                    ? nil : reading?.writtenNanoseconds.map { Double($0) / 1e9 - publishedAt },
+                problem: computer.problem)
         }
         let done = answers.filter { $0.confirmation != nil }.count
         if progress {
@@ -125,7 +132,7 @@ struct SyncStatus: ParsableCommand {
         }
         var computers: [JSONValue] = []
         var lines: [String] = []
-        for (machine, host) in knownComputers(workspace.shared) {
+        for (machine, host, problem) in knownComputers(workspace.shared) {
             var lastSeen: Int64? = nil
             var enforced: [String: (time: Int64, version: Int)] = [:]
             var rejected: [(String, String)] = []
@@ -155,8 +162,10 @@ struct SyncStatus: ParsableCommand {
                         ("enforced", .object(JSONObject(enforced.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value.version))) }))),
                         ("pending", .array(pending.map { .string($0) })),
                         ("rejected", .array(rejected.map { .object(JSONObject([("record", .string($0.0)), ("reason", .string($0.1))])) })),
+                        ("keyProblem", problem.map { .string($0) } ?? .null),
                     ])))
             lines.append("\(host) (\(machine)): last seen \(seen ?? "never")")
+            if let problem { lines.append("  key: \(problem)") }
             let versions = enforced.sorted { $0.key < $1.key }.map { "\($0.key) v\($0.value.version)" }
             lines.append("  enforced: \(versions.isEmpty ? "nothing yet" : versions.joined(separator: ", "))")
             lines.append("  pending: \(pending.isEmpty ? "none" : pending.map { String($0.prefix(12)) }.joined(separator: ", "))")

@@ -159,13 +159,21 @@ extension SharedDirectory {
     /// The computer announced as `machine`, with the key to verify its files with (checked against
     /// the pinned key, when this directory was opened with `pins`), or why there is none.
     public func machineKey(_ id: String) -> Result<(MachineAnnouncement, PublicKey), RecordError> {
+        guard let (announcement, key) = announcement(id) else {
+            return .failure(RecordError("machine \(id) has not published a valid key in machines/"))
+        }
+        guard let pins else { return .success((announcement, key)) }
+        return pins.key(for: id, announced: key).map { (announcement, $0) }
+    }
+
+    /// `machines/<id>.json` when it is well formed, with the key it announces (not checked against a pin).
+    public func announcement(_ id: String) -> (MachineAnnouncement, PublicKey)? {
         guard MachineID.isValid(id),
             let bytes = try? Files.readRegularFile("\(machinesPath)/\(id).json", maxBytes: 4096),
             let announcement = try? MachineAnnouncement.parse(bytes), announcement.machine == id,
             let key = PublicKey(base64: announcement.publicKey), key.id == announcement.keyId
-        else { return .failure(RecordError("machine \(id) has not published a valid key in machines/")) }
-        guard let pins else { return .success((announcement, key)) }
-        return pins.key(for: id, announced: key).map { (announcement, $0) }
+        else { return nil }
+        return (announcement, key)
     }
 
     /// What one computer said about one record, checked.
