@@ -84,6 +84,8 @@ let package = Package(
         .testTarget(name: "CurfewAgentTests", dependencies: ["CurfewAgent"]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["CurfewCore", "CurfewLinux", "CLinux", "CurfewTestSupport", "curfew", "curfewd"]),
+            name: "EndToEndTests", dependencies: [
+                "CurfewCore", "CurfewSync", "CurfewLinux", "CLinux", "CurfewTestSupport", "curfew", "curfewd",
+            ]),
     ]
 )

@@ -1,0 +1,150 @@
+import CurfewCore
+import CurfewLinux
+import CurfewSync
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Two agents (own state directories and machine ids) on one shared directory count the same real
+/// user; each writes signed usage summaries there, and with `--computers all` each counts the other's.
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: a test account and its processes"))
+struct UsageAcrossComputersTests {
+    /// Its own account: both agents count every process of it.
+    static let account = "curfewshare"
+
+    func start(_ family: SyncConfirmationTests.Family, _ index: Int) throws -> AgentProcess {
+        try AgentProcess(
+            family.agents[index].runner,
+            arguments: [
+                "--shared-dir", family.shared, "--machine-id", family.agents[index].id, "--rescan", "1", "--usage-interval", "1",
+            ])
+    }
+
+    func statusOf(_ agent: AgentProcess, _ family: SyncConfirmationTests.Family) throws -> [String: Any] {
+        let result = try agent.runner.ok(["status", Self.account, "--json", "--socket", agent.socketPath, "--shared-dir", family.shared])
+        return try jsonObject(result.stdout)
+    }
+
+    func today() -> LocalDate { ZoneRules(TimeZone.current).localTime(at: Int64(Date().timeIntervalSince1970)).date }
+
+    @Test func eachComputerCountsTheOthersTimeWhenThePolicySaysSo() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let family = try SyncConfirmationTests.Family()
+        defer { family.cleanUp() }
+        for arguments in [
+            ["user", "add", account.name], ["limit", account.name, "8h", "--computers", "all"], ["bedtime", account.name, "off"],
+        ] {
+            try family.parent.ok(arguments + ["--shared-dir", family.shared, "--no-wait"])
+        }
+        let shown = try family.parent.ok(["policy", "show", account.name, "--json", "--shared-dir", family.shared]).stdout
+        #expect(shown.contains("\"limitScope\": \"all-computers\""), "\(shown)")
+        let a = try start(family, 0)
+        let b = try start(family, 1)
+        defer {
+            a.killHard()
+            b.killHard()
+        }
+        // Without logind, time counts while the user has processes: both agents count this one.
+        let child = try spawnLogged(
+            "/usr/bin/setpriv", ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", "/usr/bin/tail", "-f", "/dev/null"],
+            environment: ["PATH": "/usr/bin:/bin"], log: "/dev/null")
+        defer {
+            kill(child, SIGKILL)
+            _ = waitForExit(child)
+        }
+        let day = today()
+        let summaryOfA = "\(family.shared)/usage/pc-a/\(account.name)/\(day).json"
+        try waitUntil(seconds: 15, "both agents count and read each other's summary") {
+            guard let now = try? statusOf(a, family), let local = now["screenSeconds"] as? Int,
+                let others = now["otherComputersSeconds"] as? Int
+            else { return false }
+            return local >= 4 && others >= 2
+        }
+        let first = try statusOf(a, family)
+        let local = first["screenSeconds"] as? Int ?? -1
+        let others = first["otherComputersSeconds"] as? Int ?? -1
+        let remaining = first["remainingSeconds"] as? Int ?? -1
+        // B counts the same process as A; its summary lags by at most its flush (2 s) and interval (1 s),
+        // and A reads it at most a second later.
+        #expect(others <= local + 1 && others >= local - 5, "local \(local) s, other computers \(others) s")
+        #expect(abs(remaining - (8 * 3600 - local - others)) <= 2, "remaining \(remaining) s, local \(local), others \(others)")
+        // The summary is signed canonical JSON that names its computer, user and day.
+        let bytes = try #require(FileManager.default.contents(atPath: summaryOfA))
+        let (summary, _) = try UsageSummary.parse(Array(bytes))
+        #expect(summary.machine == "pc-a" && summary.user == account.name && summary.day == day)
+        #expect(summary.screenMilliseconds >= 3_000)
+
+        // A summary removed from the shared directory gives no time back: the agent kept it.
+        kill(child, SIGKILL)
+        _ = waitForExit(child)
+        _ = b.stop()
+        usleep(1_500_000)
+        let before = try statusOf(a, family)["otherComputersSeconds"] as? Int ?? -1
+        try FileManager.default.removeItem(atPath: "\(family.shared)/usage/pc-b/\(account.name)/\(day).json")
+        usleep(1_500_000)
+        #expect(try statusOf(a, family)["otherComputersSeconds"] as? Int == before)
+
+        // The limit counts this computer only when the policy says so.
+        try family.parent.ok(["limit", account.name, "--computers", "this", "--shared-dir", family.shared, "--no-wait"])
+        try waitUntil(seconds: 10, "the agent applies --computers this") {
+            (try? statusOf(a, family))?["otherComputersSeconds"] == nil
+        }
+        #expect(a.stop() == 0, "\(a.log)")
+    }
+
+    /// Another computer's day fills the limit: this computer refuses logins and says so, with the
+    /// figures of the computer that used the time. The other computer is played by the test with
+    /// that computer's real machine key (it announced itself, so its key is pinned here).
+    @Test func anotherComputersTimeUsesUpTheLimitHere() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let family = try SyncConfirmationTests.Family()
+        defer { family.cleanUp() }
+        for arguments in [
+            ["user", "add", account.name], ["limit", account.name, "15m", "--computers", "all"], ["bedtime", account.name, "off"],
+        ] {
+            try family.parent.ok(arguments + ["--shared-dir", family.shared, "--no-wait"])
+        }
+        // B starts once so that it announces its key, then is off for the rest of the day.
+        let b = try start(family, 1)
+        #expect(b.stop() == 0)
+        let a = try start(family, 0)
+        defer { a.killHard() }
+        let allowed = try a.runner.run(["check-login", "--user", account.name, "--socket", a.socketPath])
+        #expect(allowed.status == 0, "\(allowed)")
+
+        let keyOfB = try KeyRing(stateDirectory: family.agents[1].runner.stateDir).createMachineKeyIfMissing()
+        let identityOfB = MachineIdentity(id: "pc-b", host: "den-pc", key: keyOfB)
+        let day = today()
+        let spent = UsageSummary(
+            machine: "pc-b", host: "den-pc", key: keyOfB.id, user: account.name, day: day,
+            buckets: [
+                .init(hour: 9, app: "", milliseconds: 10 * 60_000), .init(hour: 10, app: "", milliseconds: 5 * 60_000),
+                .init(hour: 10, app: "firefox", milliseconds: 5 * 60_000),
+            ],
+            time: Int64(Date().timeIntervalSince1970))
+        try SharedDirectory(path: family.shared).publish(spent, as: identityOfB)
+        try waitUntil(seconds: 10, "the agent counts the other computer's 15 minutes") {
+            (try? statusOf(a, family))?["otherComputersSeconds"] as? Int == 900
+        }
+        let spentStatus = try statusOf(a, family)
+        #expect(spentStatus["state"] as? String == "limit-reached", "\(spentStatus)")
+        let refused = try a.runner.run(["check-login", "--user", account.name, "--socket", a.socketPath])
+        #expect(refused.status == 77, "\(refused)")
+        let text = try a.runner.ok(["status", account.name, "--socket", a.socketPath, "--shared-dir", family.shared]).stdout
+        #expect(text.contains("15m more on the family's other computers (the limit counts them)"), "\(text)")
+
+        // A summary signed by any other key in B's name is not believed, and does not replace B's.
+        let forger = SigningKey()
+        let forged = UsageSummary(
+            machine: "pc-b", host: "den-pc", key: forger.id, user: account.name, day: day, buckets: [], time: spent.time + 60)
+        let forgedBytes = forged.fileBytes(signature: try forger.sign(forged.signingBytes))
+        try Data(forgedBytes).write(to: URL(fileURLWithPath: "\(family.shared)/usage/pc-b/\(account.name)/\(day).json"))
+        usleep(1_500_000)
+        #expect(try statusOf(a, family)["otherComputersSeconds"] as? Int == 900)
+        #expect(a.log.contains("ignoring a usage summary"), "\(a.log)")
+        #expect(a.stop() == 0, "\(a.log)")
+    }
+}
