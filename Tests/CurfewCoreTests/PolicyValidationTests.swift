@@ -368,7 +368,19 @@ struct PolicyDecodeTests {
             Issue.record("not an object")
             return
         }
-        #expect(object.keys == Policy.fieldNames)
+        // limitScope is written only when it is not the default, so a policy that does not use it
+        // reads (and its records verify) as before the field existed.
+        #expect(object.keys == Policy.fieldNames.filter { $0 != "limitScope" })
+        var everyComputer = policy
+        everyComputer.limitScope = .allComputers
+        guard case .object(let all) = everyComputer.json else { return }
+        #expect(all.keys == Policy.fieldNames)
+        #expect(all["limitScope"] == .string("all-computers"))
+        #expect(try Policy.decode(everyComputer.json) == everyComputer)
+        #expect(try Policy.decode(JSONValue.parse(#"{"user": "kid", "limitScope": "this-computer"}"#)).limitScope == .thisComputer)
+        #expect(throws: PolicyError("limit scope must be this-computer or all-computers, got \"all\"")) {
+            try Policy.decode(JSONValue.parse(#"{"user": "kid", "limitScope": "all"}"#))
+        }
         #expect(
             policy.json.canonicalString
                 == #"{"apps":[{"app":"steam","rule":"block"},{"app":"minecraft","dailyLimitMinutes":60,"rule":"limit"},{"app":"firefox","rule":"allow"}],"bedtime":{"end":"07:00","start":"21:00"},"dailyLimitMinutes":90,"lockout":"lock","timezone":"Europe/Berlin","user":"kid","warnMinutes":[15,5,1],"weekdayBedtimes":{"fri":{"end":"08:00","start":"22:30"},"sat":null},"weekdayLimits":{"sat":180,"sun":null,"wed":0}}"#
@@ -379,7 +391,7 @@ struct PolicyDecodeTests {
     }
 
     static let knownFields =
-        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone"
+        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope"
 
     @Test(
         "decoding errors name the field and the value",

@@ -60,3 +60,31 @@ import Testing
         #expect(again == nil)
     }
 }
+
+@Suite struct RemoteUsageTableTests {
+    @Test func theLatestSummaryOfEachComputerAndDayIsKeptAndOlderCopiesChangeNothing() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-remote-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try StateStore(path: "\(directory)/curfew.db", concurrentReaders: true)
+        let day = LocalDate(year: 2026, month: 11, day: 23)!
+        func summary(_ machine: String, _ screen: Int64, time: Int64, day: LocalDate = day) -> UsageSummary {
+            UsageSummary(
+                machine: machine, host: "\(machine)-host", key: "", user: "kid", day: day,
+                buckets: [.init(hour: 9, app: "", milliseconds: screen), .init(hour: 9, app: "vlc", milliseconds: 1_000)],
+                time: time)
+        }
+        #expect(try store.write { try RemoteUsageTable.keep(summary("den", 60_000, time: 100), $0) })
+        #expect(try store.write { try RemoteUsageTable.keep(summary("den", 120_000, time: 200), $0) })
+        // An older copy put back, or the same one again: nothing changes.
+        #expect(try !store.write { try RemoteUsageTable.keep(summary("den", 60_000, time: 100), $0) })
+        #expect(try !store.write { try RemoteUsageTable.keep(summary("den", 120_000, time: 200), $0) })
+        try store.write { try RemoteUsageTable.keep(summary("attic", 5_000, time: 150), $0) }
+        try store.write { try RemoteUsageTable.keep(summary("den", 9_000, time: 50, day: day.adding(days: -1)), $0) }
+        let kept = try store.read { try RemoteUsageTable.summaries(user: "kid", from: day, through: day, $0) }
+        #expect(kept.map(\.machine) == ["attic", "den"])
+        #expect(kept.map(\.screenMilliseconds) == [5_000, 120_000])
+        #expect(kept[1].totals == ["": 120_000, "vlc": 1_000] && kept[1].host == "den-host" && kept[1].time == 200)
+        #expect(try store.read { try RemoteUsageTable.summaries(user: "teen", from: day, through: day, $0) }.isEmpty)
+    }
+}

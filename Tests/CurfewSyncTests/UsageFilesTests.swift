@@ -1,0 +1,70 @@
+import CurfewCore
+import Foundation
+import Testing
+
+@testable import CurfewSync
+
+@Suite struct UsageFilesTests {
+    static let day = LocalDate(year: 2026, month: 11, day: 23)!
+
+    func summary(_ machine: MachineIdentity, screen: Int64, time: Int64 = 1_795_000_000) -> UsageSummary {
+        UsageSummary(
+            machine: machine.id, host: machine.host, key: machine.key.id, user: "kid", day: Self.day,
+            buckets: [.init(hour: 9, app: "", milliseconds: screen)], time: time)
+    }
+
+    @Test func summariesVerifyWithTheComputersPinnedKeyAndNothingElse() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-usage-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let den = try MachineIdentity.load(stateDirectory: "\(root)/den", override: "den-pc")
+        let kids = try MachineIdentity.load(stateDirectory: "\(root)/kids", override: "kids-pc")
+        let pins = MachineKeyPins(stateDirectory: "\(root)/reader")
+        let shared = SharedDirectory(path: "\(root)/shared", pins: pins)
+        try shared.create()
+        try shared.publish(den.announcement)
+        try shared.publish(kids.announcement)
+        try shared.publish(summary(den, screen: 60_000), as: den)
+        try shared.publish(summary(kids, screen: 30_000), as: kids)
+
+        var readings = shared.usageReadings(user: "kid", from: Self.day, through: Self.day)
+        #expect(readings.map(\.machine) == ["den-pc", "kids-pc"])
+        #expect(readings.map { $0.summary?.screenMilliseconds } == [60_000, 30_000])
+        #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day, excluding: "kids-pc").map(\.machine) == ["den-pc"])
+        #expect(shared.usageReadings(user: "kid", from: Self.day.adding(days: 1), through: Self.day.adding(days: 9)).isEmpty)
+        #expect(shared.usageReadings(user: "teen", from: Self.day, through: Self.day).isEmpty)
+        // First sight pinned both keys.
+        #expect(pins.pinned("den-pc") == den.key.publicKey && pins.pinned("kids-pc") == kids.key.publicKey)
+
+        // Someone with write access replaces den-pc's announcement and summary with a key of their own.
+        let impostor = MachineIdentity(id: "den-pc", host: "den", key: SigningKey())
+        try shared.publish(impostor.announcement)
+        try shared.publish(summary(impostor, screen: 1_000, time: 1_795_000_600), as: impostor)
+        readings = shared.usageReadings(user: "kid", from: Self.day, through: Self.day)
+        #expect(readings[0].summary == nil)
+        #expect(
+            readings[0].problem
+                == "machine den-pc now announces key \(impostor.key.id), not the key \(den.key.id) first seen here (curfew key trust --machine den-pc FILE trusts a new key)")
+        // A reader without pins would have believed it: the pins are what refuse it.
+        #expect(SharedDirectory(path: shared.path).usageReadings(user: "kid", from: Self.day, through: Self.day)[0].summary != nil)
+        // A parent who trusts the new key explicitly makes it the one.
+        try pins.pin("den-pc", key: impostor.key.publicKey)
+        #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day)[0].summary?.screenMilliseconds == 1_000)
+
+        // A summary under another computer's or day's path, or signed by another key, is not believed.
+        let kidsFile = "\(shared.usageDirectory(machine: "kids-pc", user: "kid"))/\(Self.day).json"
+        let moved = "\(shared.usageDirectory(machine: "kids-pc", user: "kid"))/\(Self.day.adding(days: -1)).json"
+        try FileManager.default.copyItem(atPath: kidsFile, toPath: moved)
+        let yesterday = shared.usageReadings(user: "kid", from: Self.day.adding(days: -1), through: Self.day.adding(days: -1))
+        #expect(yesterday.map(\.problem) == ["usage summary names another machine, user or day than its path"])
+        let forged = summary(MachineIdentity(id: "kids-pc", host: "kids", key: SigningKey()), screen: 5)
+        let signer = SigningKey()
+        try Data(forged.fileBytes(signature: try signer.sign(forged.signingBytes))).write(to: URL(fileURLWithPath: kidsFile))
+        #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day)[1].problem
+            == "signature does not verify with the key of machine kids-pc")
+        // A confirmation's or record's signature never passes for a summary's: the domains differ.
+        let genuine = summary(kids, screen: 30_000)
+        let wrongDomain = try kids.key.sign(Array(genuine.signedPayload.canonicalBytes))
+        try Data(genuine.fileBytes(signature: wrongDomain)).write(to: URL(fileURLWithPath: kidsFile))
+        #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day)[1].summary == nil)
+    }
+}
