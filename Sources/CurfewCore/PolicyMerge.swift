@@ -19,7 +19,7 @@
 /// - A record **changes** a field when its value differs from the base's (a record without a base,
 ///   the user's first, sets every field). Fields: `dailyLimitMinutes`, `weekdayLimits.<day>`,
 ///   `bedtime`, `weekdayBedtimes.<day>`, `apps.<app>` (a rule added, removed or changed),
-///   `warnMinutes`, `lockout`, `timezone`.
+///   `warnMinutes`, `lockout`, `timezone`, `limitScope`.
 /// - The level's result starts from the previous level's state (or the winner's policy when the
 ///   user was not managed) and takes each field changed by at least one record from the
 ///   highest-ranked record that changed it. When records changed a field to different values, the
