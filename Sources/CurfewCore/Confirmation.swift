@@ -91,26 +91,9 @@ public struct Confirmation: Sendable, Equatable {
     /// confirmation, every field of its type; a reason for every outcome but `applied`, conflicts
     /// only for `merged`.
     public static func parse(_ bytes: [UInt8]) throws(RecordError) -> (confirmation: Confirmation, signature: String) {
-        guard bytes.count <= ConfirmationFormat.maxBytes else {
-            throw RecordError("confirmation is larger than \(ConfirmationFormat.maxBytes) bytes")
-        }
-        let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
-        guard case .object(let object) = value else { throw RecordError("a confirmation must be a JSON object") }
-        guard case .int(let format)? = object["format"] else {
-            throw RecordError("confirmation field \"format\" is missing")
-        }
-        guard format == ConfirmationFormat.version else {
-            throw RecordError(
-                "confirmation format \(format) is not supported (this version reads format \(ConfirmationFormat.version))")
-        }
-        for key in object.keys where !fields.contains(key) {
-            throw RecordError("unknown confirmation field \(quoted(key))")
-        }
-        guard case .string(let kind)? = object["kind"], kind == ConfirmationFormat.kind else {
-            throw RecordError("confirmation field \"kind\" must be \"\(ConfirmationFormat.kind)\"")
-        }
-        guard value.canonicalBytes == bytes else { throw RecordError("confirmation is not in canonical form") }
+        let object = try StrictDocument.parse(
+            bytes, noun: "confirmation", fieldPrefix: "confirmation", maxBytes: ConfirmationFormat.maxBytes,
+            version: ConfirmationFormat.version, kind: ConfirmationFormat.kind, fields: fields)
         guard case .string(let machine)? = object["machine"], MachineID.isValid(machine) else {
             throw RecordError("confirmation field \"machine\" must be a machine id")
         }
@@ -173,6 +156,32 @@ public struct Confirmation: Sendable, Equatable {
             machine: machine, host: host, key: key, record: record, user: user, outcome: outcome, reason: reason,
             conflicts: conflicts, enforcedVersion: enforcedVersion, time: time)
         return (confirmation, signature)
+    }
+}
+
+/// The checks every signed document of the shared directory but records passes first, in this order
+/// (so a newer format is "not supported" rather than "unknown field"): size, JSON, an object, a
+/// supported format, known fields only, its kind, canonical form (the bytes signed are the bytes on disk).
+enum StrictDocument {
+    static func parse(
+        _ bytes: [UInt8], noun: String, fieldPrefix: String, maxBytes: Int, version: Int, kind: String, fields: [String]
+    ) throws(RecordError) -> JSONObject {
+        guard bytes.count <= maxBytes else { throw RecordError("\(noun) is larger than \(maxBytes) bytes") }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
+        guard case .object(let object) = value else { throw RecordError("a \(noun) must be a JSON object") }
+        guard case .int(let format)? = object["format"] else { throw RecordError("\(fieldPrefix) field \"format\" is missing") }
+        guard format == version else {
+            throw RecordError("\(noun) format \(format) is not supported (this version reads format \(version))")
+        }
+        for key in object.keys where !fields.contains(key) {
+            throw RecordError("unknown \(fieldPrefix) field \(quoted(key))")
+        }
+        guard case .string(let found)? = object["kind"], found == kind else {
+            throw RecordError("\(fieldPrefix) field \"kind\" must be \"\(kind)\"")
+        }
+        guard value.canonicalBytes == bytes else { throw RecordError("\(noun) is not in canonical form") }
+        return object
     }
 }
 

@@ -99,24 +99,9 @@ public struct UsageSummary: Sendable, Equatable {
     /// 0...23, an app name and at most two hours of milliseconds (a repeated DST hour), one bucket per
     /// (hour, app) in order, and `screenMilliseconds` equal to the sum of the screen buckets.
     public static func parse(_ bytes: [UInt8]) throws(RecordError) -> (summary: UsageSummary, signature: String) {
-        guard bytes.count <= UsageSummaryFormat.maxBytes else {
-            throw RecordError("usage summary is larger than \(UsageSummaryFormat.maxBytes) bytes")
-        }
-        let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
-        guard case .object(let object) = value else { throw RecordError("a usage summary must be a JSON object") }
-        guard case .int(let format)? = object["format"] else { throw RecordError("usage field \"format\" is missing") }
-        guard format == UsageSummaryFormat.version else {
-            throw RecordError(
-                "usage summary format \(format) is not supported (this version reads format \(UsageSummaryFormat.version))")
-        }
-        for key in object.keys where !fields.contains(key) {
-            throw RecordError("unknown usage field \(quoted(key))")
-        }
-        guard case .string(let kind)? = object["kind"], kind == UsageSummaryFormat.kind else {
-            throw RecordError("usage field \"kind\" must be \"\(UsageSummaryFormat.kind)\"")
-        }
-        guard value.canonicalBytes == bytes else { throw RecordError("usage summary is not in canonical form") }
+        let object = try StrictDocument.parse(
+            bytes, noun: "usage summary", fieldPrefix: "usage", maxBytes: UsageSummaryFormat.maxBytes,
+            version: UsageSummaryFormat.version, kind: UsageSummaryFormat.kind, fields: fields)
         guard case .string(let machine)? = object["machine"], MachineID.isValid(machine) else {
             throw RecordError("usage field \"machine\" must be a machine id")
         }
