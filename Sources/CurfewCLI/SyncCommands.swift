@@ -1,4 +1,5 @@
 import ArgumentParser
+import CurfewAgent
 import CurfewCore
 import CurfewSync
 import Foundation
@@ -130,6 +131,14 @@ struct SyncStatus: ParsableCommand {
         for record in records {
             answers[record] = confirmationsByMachine(workspace.shared, record: record)
         }
+        // Today's usage summaries of every user with a policy, by computer.
+        let today = ZoneRules(TimeZone.current).localTime(at: Workspace.now()).date
+        var usage: [String: [(user: String, reading: SharedDirectory.UsageReading)]] = [:]
+        for user in Set(scan.valid.map(\.user)).sorted() {
+            for reading in workspace.shared.usageReadings(user: user, from: today, through: today) {
+                usage[reading.machine, default: []].append((user, reading))
+            }
+        }
         var computers: [JSONValue] = []
         var lines: [String] = []
         for (machine, host, problem) in knownComputers(workspace.shared) {
@@ -163,9 +172,26 @@ struct SyncStatus: ParsableCommand {
                         ("pending", .array(pending.map { .string($0) })),
                         ("rejected", .array(rejected.map { .object(JSONObject([("record", .string($0.0)), ("reason", .string($0.1))])) })),
                         ("keyProblem", problem.map { .string($0) } ?? .null),
+                        (
+                            "usageToday",
+                            .array(
+                                (usage[machine] ?? []).map { user, reading in
+                                    var entry = JSONObject([("user", .string(user))])
+                                    entry["screenSeconds"] = reading.summary.map { .int(UserStatus.seconds($0.screenMilliseconds)) } ?? .null
+                                    entry["written"] = reading.summary.map { .string(utcTimestamp($0.time)) } ?? .null
+                                    entry["problem"] = reading.problem.map { .string($0) } ?? .null
+                                    return .object(entry)
+                                })
+                        ),
                     ])))
             lines.append("\(host) (\(machine)): last seen \(seen ?? "never")")
             if let problem { lines.append("  key: \(problem)") }
+            let shared = (usage[machine] ?? []).map { user, reading in
+                reading.summary.map {
+                    "\(user) \(formatSeconds(UserStatus.seconds($0.screenMilliseconds))) (written \(utcTimestamp($0.time)))"
+                } ?? "\(user): \(reading.problem ?? "unreadable")"
+            }
+            lines.append("  usage today: \(shared.isEmpty ? "none shared" : shared.joined(separator: ", "))")
             let versions = enforced.sorted { $0.key < $1.key }.map { "\($0.key) v\($0.value.version)" }
             lines.append("  enforced: \(versions.isEmpty ? "nothing yet" : versions.joined(separator: ", "))")
             lines.append("  pending: \(pending.isEmpty ? "none" : pending.map { String($0.prefix(12)) }.joined(separator: ", "))")

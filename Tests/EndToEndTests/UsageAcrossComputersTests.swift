@@ -72,10 +72,17 @@ struct UsageAcrossComputersTests {
         #expect(others <= local + 1 && others >= local - 5, "local \(local) s, other computers \(others) s")
         #expect(abs(remaining - (8 * 3600 - local - others)) <= 2, "remaining \(remaining) s, local \(local), others \(others)")
         // The summary is signed canonical JSON that names its computer, user and day.
-        let bytes = try #require(FileManager.default.contents(atPath: summaryOfA))
-        let (summary, _) = try UsageSummary.parse(Array(bytes))
+        // It lags the live figure by the flush (2 s) and the interval (1 s).
+        func summaryOfAOnDisk() -> UsageSummary? {
+            FileManager.default.contents(atPath: summaryOfA).flatMap { try? UsageSummary.parse(Array($0)).summary }
+        }
+        try waitUntil(seconds: 10, "pc-a's summary holds 3 s") { (summaryOfAOnDisk()?.screenMilliseconds ?? 0) >= 3_000 }
+        let summary = try #require(summaryOfAOnDisk())
         #expect(summary.machine == "pc-a" && summary.user == account.name && summary.day == day)
-        #expect(summary.screenMilliseconds >= 3_000)
+
+        // The parent sees each computer's shared usage of today.
+        let sync = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
+        #expect(sync.components(separatedBy: "usage today: \(account.name) ").count == 3, "\(sync)")
 
         // A summary removed from the shared directory gives no time back: the agent kept it.
         kill(child, SIGKILL)
