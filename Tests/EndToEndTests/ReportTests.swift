@@ -73,6 +73,7 @@ import Testing
                   DATE        DAY  SCREEN  LIMIT  
                   2026-11-20  fri  1h20m   2h     ##############......
                   2026-11-21  sat  15m     3h     ##..................
+                  total 1h35m in 2 days, no day over the limit
 
                 """)
     }
