@@ -83,7 +83,7 @@ extension UsageReport {
             let label: String? =
                 labelEvery > 0
                 ? (index % labelEvery == 0 ? "\(day.date.weekday.rawValue) \(day.date.day)" : nil)
-                : (day.date.day == 1 || index == 0 ? UsageReport.monthName(day.date) : nil)
+                : (day.date.day == 1 || (index == 0 && day.date.day <= 20) ? UsageReport.monthName(day.date) : nil)
             if let label {
                 page.raw(
                     "<text class=\"axis\" x=\"\(svgNumber(left + (Double(index) + 0.5) * slot))\" y=\"\(svgNumber(height - 12))\" text-anchor=\"\(labelEvery > 0 ? "middle" : "start")\">\(label)</text>"
@@ -149,7 +149,7 @@ extension UsageReport {
         page.raw("\n")
         for (row, day) in days.enumerated() {
             let y = top + Double(row) * cellHeight
-            if cellHeight >= 16 || day.date.day == 1 || row == 0 {
+            if cellHeight >= 16 || day.date.day == 1 || (row == 0 && day.date.day <= 20) {
                 let label = cellHeight >= 16 ? "\(day.date.weekday.rawValue) \(day.date)" : UsageReport.monthName(day.date)
                 page.raw("<text class=\"axis\" x=\"\(svgNumber(left - 6))\" y=\"\(svgNumber(y + min(cellHeight, 16) - 4))\" text-anchor=\"end\">\(label)</text>")
             }
