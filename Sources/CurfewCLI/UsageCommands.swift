@@ -11,11 +11,7 @@ import Foundation
 #endif
 
 /// `1h5m`, `45m`, `30s`, `0`: a number of seconds for people.
-func formatSeconds(_ seconds: Int64) -> String {
-    if seconds <= 0 { return "0" }
-    if seconds < 60 { return "\(seconds)s" }
-    return TimeAllowance.format(minutes: Int(seconds / 60))
-}
+func formatSeconds(_ seconds: Int64) -> String { UsageReport.duration(seconds) }
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -37,6 +37,47 @@ import Testing
         #expect((object["head"] as? String)?.count == 64)
     }
 
+    /// The formats README gives, computed by another program (Debian's python3, hashlib): the stored
+    /// hashes are those; a summary row made by that program replaces two events, `curfew events`
+    /// lists it, and the chain still verifies across it.
+    @Test func theDocumentedHashFormatsAndASummaryAcrossTheChain() throws {
+        let runner = try prepared(logins: 3)
+        defer { runner.cleanUp() }
+        let script = """
+            import hashlib, json, sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            def canonical(values): return json.dumps(values, separators=(',', ':'), ensure_ascii=False)
+            def sha(text): return hashlib.sha256(text.encode()).hexdigest()
+            previous = '0' * 64
+            rows = db.execute('SELECT id, time_ms, user, kind, message, data, prev_hash, hash FROM events ORDER BY id').fetchall()
+            for id, time, user, kind, message, data, prev, stored in rows:
+                computed = sha('curfew-event-v1\\n' + previous + '\\n' + canonical([time, user, kind, message, data]))
+                assert prev == previous and stored == computed, (id, prev, previous, stored, computed)
+                previous = stored
+            first, second = rows[0], rows[1]
+            day = '2026-01-02'
+            fields = [first[0], second[0], day, 'kid', 'login-refused', 2, first[1], second[1], first[6], second[7]]
+            summary = sha('curfew-event-summary-v1\\n' + '0' * 64 + '\\n' + canonical(fields))
+            db.execute('INSERT INTO event_summaries (first_event, last_event, day, user, kind, count, first_ms, last_ms, '
+                       'prev_hash, last_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', fields + [summary])
+            db.execute('DELETE FROM events WHERE id IN (?, ?)', (first[0], second[0]))
+            db.commit()
+            print(len(rows))
+            """
+        let checked = try CurfewRunner.capture("/usr/bin/python3", ["-c", script, "\(runner.stateDir)/curfew.db"])
+        #expect(checked == "3\n", "python3 found: \(checked)")
+        let verified = try runner.ok(["events", "--verify"])
+        #expect(verified.stdout.hasPrefix("audit log intact: 1 events and 1 summary rows (2 older events) chained; head "))
+        let listed = try runner.ok(["events"])
+        #expect(listed.stdout.hasPrefix("2026-01-02           kid  login-refused  2 events (summarised)\n"), "\(listed.stdout)")
+        let json = try runner.ok(["events", "kid", "--json"])
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        #expect(list.count == 2)
+        #expect(list.first?["summary"] as? Bool == true)
+        #expect(list.first?["count"] as? Int == 2)
+        #expect(list.last?["kind"] as? String == "login-refused")
+    }
+
     @Test func aTamperedEventIsFoundByVerify() throws {
         let runner = try prepared(logins: 4)
         defer { runner.cleanUp() }
