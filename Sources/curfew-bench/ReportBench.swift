@@ -1,6 +1,7 @@
 // The reports figures: a year of usage of 5 children and 50 apps in a real SQLite file, and the time
 // to make a report of a week, a month and a year in each form (table, json, csv, html), in process
-// (reading the rows and events, building the report, rendering it) and as a `curfew report` process.
+// (reading the rows and events, building the report, rendering it) and as a `curfew report` process;
+// and the time to verify the audit log's hash chain of those events.
 // Target from the reports issue: a year's report under 200 ms.
 import CurfewAgent
 import CurfewCore
@@ -63,6 +64,11 @@ func runReportBenchmarks(root: String) throws {
     print(
         "reports: \(children.count) children, \(apps.count) apps, 365 days: \(rows) usage rows and \(events) events written in "
             + "\(format(fill.wall / 1000)) s (\(size / 1_048_576) MiB database)")
+    let (verification, verifying) = try timed { try store.read { try AuditChain.verify($0) } }
+    guard verification.broken == nil, verification.events == events else {
+        throw BenchFailure("the benchmark's audit log does not verify: \(verification)")
+    }
+    print("events --verify of \(events) chained events: \(format(verifying.wall)) ms")
     let policy = Policy.defaults(for: "kid1")
     var zonePolicy = policy
     zonePolicy.timezone = "UTC"
