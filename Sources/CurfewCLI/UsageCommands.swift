@@ -296,11 +296,14 @@ struct Events: ParsableCommand {
     }
 
     func runVerify(_ store: StateStore) throws {
-        let result = try store.read { try AuditChain.verify($0) }
+        let (result, retention) = try store.read { db in
+            (try AuditChain.verify(db), try AgentStateTable.get(Agent.eventRetentionKey, db).flatMap { Int64($0) })
+        }
         if json {
             var object = JSONObject([
                 ("intact", .bool(result.broken == nil)), ("events", .int(Int64(result.events))),
                 ("summaryRows", .int(Int64(result.summaryRows))), ("summarisedEvents", .int(result.summarisedEvents)),
+                ("retentionDays", retention.map { .int($0) } ?? .null),
             ])
             if let broken = result.broken {
                 object["broken"] = .object(
@@ -317,6 +320,9 @@ struct Events: ParsableCommand {
             Output.line(
                 "audit log intact: \(result.events) events and \(result.summaryRows) summary rows "
                     + "(\(result.summarisedEvents) older events) chained; head \(result.head)")
+            Output.line(
+                retention.map { "the agent summarises events older than \($0) days (curfewd --event-retention)" }
+                    ?? "the agent has not summarised any events yet (curfewd --event-retention, default \(AgentConfiguration.defaultEventRetentionDays) days)")
         }
     }
 }

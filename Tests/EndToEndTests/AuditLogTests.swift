@@ -35,6 +35,8 @@ import Testing
         #expect(object["intact"] as? Bool == true)
         #expect(object["events"] as? Int == 3)
         #expect((object["head"] as? String)?.count == 64)
+        #expect(object["retentionDays"] is NSNull)
+        #expect(verified.stdout.hasSuffix("\nthe agent has not summarised any events yet (curfewd --event-retention, default 365 days)\n"))
     }
 
     /// The formats README gives, computed by another program (Debian's python3, hashlib): the stored
