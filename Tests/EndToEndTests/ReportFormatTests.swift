@@ -12,11 +12,7 @@ import Testing
     /// A week (mon 16 to sun 22 November 2026, UTC): limit 2h, 3h on saturdays; one day over, one day
     /// with nothing; four apps, two with names that need quoting in CSV and escaping in HTML; six events.
     func prepared() throws -> CurfewRunner {
-        let runner = try CurfewRunner()
-        try runner.ok(["init"])
-        try runner.ok(["user", "add", "kid"])
-        try runner.ok(["timezone", "kid", "UTC"])
-        try runner.ok(["limit", "kid", "3h", "--day", "sat"])
+        let runner = try ReportTests.reportRunner()
         func usage(_ day: String, _ hour: Int, _ app: String, _ ms: Int) -> String {
             "INSERT INTO usage VALUES ('kid', '\(day)', \(hour), '\(app.replacingOccurrences(of: "'", with: "''"))', \(ms));"
         }
