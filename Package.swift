@@ -24,7 +24,11 @@ let package = Package(
         // SQLite through GRDB over the system libsqlite3 (libsqlite3-dev).
         .target(
             name: "CurfewStore",
-            dependencies: ["CurfewCore", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: [
+                "CurfewCore", .product(name: "GRDB", package: "GRDB.swift"),
+                // SHA-256 for the audit log's hash chain.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         // The shared directory: records, signatures, keys.
         .target(
             name: "CurfewSync",

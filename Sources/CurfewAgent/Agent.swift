@@ -35,6 +35,9 @@ public struct AgentConfiguration: Sendable {
     public var machineID: String? = nil
     /// How often this computer's usage summaries are written to the shared directory while they change.
     public var usageIntervalMilliseconds: Int64 = 30_000
+    /// Events older than this many days are replaced by per-day counts (`AuditChain.summarise`).
+    public var eventRetentionDays = AgentConfiguration.defaultEventRetentionDays
+    public static let defaultEventRetentionDays = 365
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -100,6 +103,7 @@ public final class Agent: Sendable {
         try store.write { try AgentStateTable.set(Agent.machineIDKey, machineID, $0) }
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
+        summariseOldEvents(now: now * 1000)
         // Until logind answers, no session is known to count.
         state.setSessions(usesLogind ? [] : nil)
     }
@@ -259,11 +263,41 @@ public final class Agent: Sendable {
             AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: "agent-stopped", message: "curfewd stopped"))
     }
 
+    /// Where the retention period is kept for `curfew events` to show.
+    public static let eventRetentionKey = "event-retention-days"
+
+    /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
+    /// so in an event. A broken chain is left as it is (and logged): summarising it would hide the break.
+    func summariseOldEvents(now: Int64) {
+        let days = configuration.eventRetentionDays
+        let before = now - Int64(days) * 86_400_000
+        do {
+            try store.write { db in
+                try AgentStateTable.set(Agent.eventRetentionKey, "\(days)", db)
+                let count = try AuditChain.summarise(before: before, zone: ZoneRules(TimeZone.current), db)
+                guard count > 0 else { return }
+                logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
+                try EventLog.append(
+                    AgentEvent(
+                        time: now, kind: "events-summarised",
+                        message: "\(count) events older than \(days) days were replaced by daily counts",
+                        data: .object(JSONObject([("count", .int(Int64(count))), ("retentionDays", .int(Int64(days)))]))), db)
+            }
+        } catch {
+            logger.error("cannot summarise old events", metadata: ["error": "\(error)"])
+        }
+    }
+
     func runPolicyWatch(_ stop: StopFlag) {
         let watch = try? DirectoryWatch(path: loader.shared.recordsPath)
         if watch == nil { logger.notice("cannot watch records/; rescanning every \(configuration.rescanMilliseconds / 1000) s") }
         var lastScan = ClockReading.now().monotonic
+        var lastSummary = lastScan
         while !stop.isSet {
+            if ClockReading.now().monotonic - lastSummary >= 3_600_000 {
+                lastSummary = ClockReading.now().monotonic
+                summariseOldEvents(now: Int64(Date().timeIntervalSince1970 * 1000))
+            }
             var changed = false
             if let watch {
                 changed = watch.waitForChange(timeoutMilliseconds: 250)

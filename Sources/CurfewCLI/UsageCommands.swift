@@ -11,11 +11,7 @@ import Foundation
 #endif
 
 /// `1h5m`, `45m`, `30s`, `0`: a number of seconds for people.
-func formatSeconds(_ seconds: Int64) -> String {
-    if seconds <= 0 { return "0" }
-    if seconds < 60 { return "\(seconds)s" }
-    return TimeAllowance.format(minutes: Int(seconds / 60))
-}
+func formatSeconds(_ seconds: Int64) -> String { UsageReport.duration(seconds) }
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -124,17 +120,20 @@ struct Status: ParsableCommand {
 
 struct Report: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Screen time against the limit, per day, app or hour, as a table, JSON or CSV.",
+        abstract: "Screen time against the limit, per day, app or hour, as a table, JSON, CSV or an HTML page with charts.",
         discussion: """
             Periods: --day DATE (default today), --week (the 7 days ending today), --month (the 30 days \
             ending today), or --from DATE --to DATE. The limit shown is the policy in force now.
-            JSON: {"user", "timezone", "from", "to", "days": [{"date", "screenSeconds", "limitMinutes", \
-            "apps": [{"app", "seconds"}], "hours": [{"hour", "screenSeconds"}]}], "apps": [{"app", "seconds"}]}. \
-            CSV by day: date,screen_seconds,limit_minutes; by app: date,app,seconds; by hour: date,hour,screen_seconds.
+            JSON: {"user", "timezone", "from", "to", "screenSeconds", "daysOverLimit", "days": [{"date", \
+            "screenSeconds", "limitMinutes", "overLimit", "apps": [{"app", "seconds"}], "hours": [{"hour", \
+            "screenSeconds"}]}], "apps": [{"app", "seconds"}], "hours": [{"hour", "screenSeconds"}], "eventCounts": \
+            {category: count}, "events": [{"time", "kind", "category", "message"}]}. CSV by day: \
+            date,screen_seconds,limit_minutes; by app: date,app,seconds; by hour: date,hour,screen_seconds. \
+            HTML: one self-contained page with charts (--output FILE, else standard output). Colours only on a \
+            terminal, never with NO_COLOR set.
             """)
 
-    enum Grouping: String, ExpressibleByArgument, CaseIterable { case app, day, hour }
-    enum Format: String, ExpressibleByArgument, CaseIterable { case table, json, csv }
+    enum Format: String, ExpressibleByArgument, CaseIterable { case table, json, csv, html }
 
     @OptionGroup var location: LocationOptions
     @Argument(help: "The user (default: the only managed user).") var user: String?
@@ -143,8 +142,10 @@ struct Report: ParsableCommand {
     @Flag(help: "The 30 days ending today.") var month = false
     @Option(help: ArgumentHelp("First day, YYYY-MM-DD.", valueName: "date")) var from: String?
     @Option(help: ArgumentHelp("Last day, YYYY-MM-DD.", valueName: "date")) var to: String?
-    @Option(help: "Group by app, day or hour.") var by: Grouping = .day
-    @Option(help: "table, json or csv.") var format: Format = .table
+    @Option(help: "Group by app, day or hour (table and CSV).") var by: UsageReport.Grouping = .day
+    @Option(help: "table, json, csv or html.") var format: Format = .table
+    @Option(help: ArgumentHelp("Write the report to this file instead of standard output.", valueName: "file"))
+    var output: String?
 
     func run() throws {
         let periods = [day != nil, week, month, from != nil || to != nil].filter { $0 }.count
@@ -156,6 +157,7 @@ struct Report: ParsableCommand {
         if let parsedFrom, let parsedTo, parsedTo < parsedFrom {
             throw CLIError("--to must not be before --from, got \(parsedFrom) to \(parsedTo)", .invalidArguments)
         }
+        if let output, output.isEmpty { throw CLIError("output must name a file, got \"\"", .invalidArguments) }
         let workspace = Workspace(location)
         let target = try resolveUser(workspace)
         let (policy, _) = try workspace.currentPolicy(of: target)
@@ -168,14 +170,42 @@ struct Report: ParsableCommand {
         guard last.daysSinceEpoch - first.daysSinceEpoch < 3660 else {
             throw CLIError("a report covers at most 10 years, got \(first) to \(last)", .invalidArguments)
         }
-        let rows = try workspace.openStore().read { try UsageTable.rows(user: target, from: first, through: last, $0) }
-        workspace.finish()
-        let report = UsageReport(user: target, policy: policy, zone: zone, from: first, to: last, rows: rows)
-        switch format {
-        case .json: Output.line(report.json.prettyString)
-        case .csv: print(report.csv(by: by), terminator: "")
-        case .table: report.lines(by: by).forEach { Output.line($0) }
+        let start = zone.startOfDay(first) * 1000
+        let end = zone.startOfDay(last.adding(days: 1)) * 1000
+        let (rows, events) = try workspace.openStore().read { db in
+            (
+                try UsageTable.rows(user: target, from: first, through: last, db),
+                try EventLog.events(of: target, from: start, before: end, db)
+            )
         }
+        workspace.finish()
+        let report = UsageReport.make(user: target, policy: policy, zone: zone, from: first, to: last, rows: rows, events: events)
+        let text: String
+        switch format {
+        case .json: text = report.json.prettyString + "\n"
+        case .csv: text = report.csv(by: by)
+        case .html: text = report.html
+        case .table:
+            let colour = output == nil && Report.stdoutIsColourTerminal(ProcessInfo.processInfo.environment)
+            text = report.lines(by: by, palette: colour ? .ansi : .none).map { $0 + "\n" }.joined()
+        }
+        if let output {
+            // Like `key export --output`: a whole file or none (written to a temporary name, then renamed).
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+            } catch {
+                let denied = (error as NSError).domain == NSCocoaErrorDomain && (error as NSError).code == NSFileWriteNoPermissionError
+                throw CLIError("cannot write \(output): \(error.localizedDescription)", denied ? .notPermitted : .failure)
+            }
+        } else {
+            print(text, terminator: "")
+        }
+    }
+
+    /// Colours only for a person: standard output is a terminal, `NO_COLOR` is unset or empty
+    /// (no-color.org), and `TERM` is not `dumb`.
+    static func stdoutIsColourTerminal(_ environment: [String: String]) -> Bool {
+        isatty(1) == 1 && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
     }
 
     func resolveUser(_ workspace: Workspace) throws -> String {
@@ -190,150 +220,30 @@ struct Report: ParsableCommand {
     }
 }
 
-/// A user's usage over a range of local days, in the forms `curfew report` prints.
-struct UsageReport {
-    let user: String
-    let policy: Policy
-    let zone: ZoneRules
-    let from: LocalDate
-    let to: LocalDate
-    let rows: [UsageTable.Row]
-
-    var days: [LocalDate] { (0...(to.daysSinceEpoch - from.daysSinceEpoch)).map { from.adding(days: $0) } }
-
-    func milliseconds(day: LocalDate? = nil, hour: Int? = nil, app: String) -> Int64 {
-        rows.filter { ($0.day == day || day == nil) && ($0.hour == hour || hour == nil) && $0.app == app }
-            .reduce(0) { $0 + $1.milliseconds }
-    }
-
-    func apps(day: LocalDate?) -> [(String, Int64)] {
-        var totals: [String: Int64] = [:]
-        for row in rows where row.app != UsageKey.screen && (day == nil || row.day == day) {
-            totals[row.app, default: 0] += row.milliseconds
-        }
-        return totals.sorted { ($0.value, $1.key) > ($1.value, $0.key) }
-    }
-
-    func limit(_ day: LocalDate) -> Int? { Schedule(policy: policy, zone: zone).limitMinutes(on: day) }
-
-    var json: JSONValue {
-        let dayValues: [JSONValue] = days.map { day in
-            .object(
-                JSONObject([
-                    ("date", .string("\(day)")),
-                    ("screenSeconds", .int(UserStatus.seconds(milliseconds(day: day, app: UsageKey.screen)))),
-                    ("limitMinutes", limit(day).map { .int(Int64($0)) } ?? .null),
-                    (
-                        "apps",
-                        .array(
-                            apps(day: day).map {
-                                .object(JSONObject([("app", .string($0.0)), ("seconds", .int(UserStatus.seconds($0.1)))]))
-                            })
-                    ),
-                    (
-                        "hours",
-                        .array(
-                            (0..<24).map { hour in
-                                .object(
-                                    JSONObject([
-                                        ("hour", .int(Int64(hour))),
-                                        ("screenSeconds", .int(UserStatus.seconds(milliseconds(day: day, hour: hour, app: UsageKey.screen)))),
-                                    ]))
-                            })
-                    ),
-                ]))
-        }
-        return .object(
-            JSONObject([
-                ("user", .string(user)), ("timezone", .string(zone.identifier)), ("from", .string("\(from)")),
-                ("to", .string("\(to)")),
-                ("screenSeconds", .int(UserStatus.seconds(milliseconds(app: UsageKey.screen)))),
-                ("days", .array(dayValues)),
-                (
-                    "apps",
-                    .array(apps(day: nil).map { .object(JSONObject([("app", .string($0.0)), ("seconds", .int(UserStatus.seconds($0.1)))])) })
-                ),
-            ]))
-    }
-
-    func csv(by grouping: Report.Grouping) -> String {
-        var lines: [String]
-        switch grouping {
-        case .day:
-            lines = ["date,screen_seconds,limit_minutes"]
-            for day in days {
-                lines.append("\(day),\(UserStatus.seconds(milliseconds(day: day, app: UsageKey.screen))),\(limit(day).map(String.init) ?? "")")
-            }
-        case .app:
-            lines = ["date,app,seconds"]
-            for day in days {
-                for (app, ms) in apps(day: day) { lines.append("\(day),\(csvField(app)),\(UserStatus.seconds(ms))") }
-            }
-        case .hour:
-            lines = ["date,hour,screen_seconds"]
-            for day in days {
-                for hour in 0..<24 {
-                    lines.append("\(day),\(hour),\(UserStatus.seconds(milliseconds(day: day, hour: hour, app: UsageKey.screen)))")
-                }
-            }
-        }
-        return lines.joined(separator: "\n") + "\n"
-    }
-
-    func csvField(_ text: String) -> String {
-        text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" })
-            ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
-    }
-
-    func lines(by grouping: Report.Grouping) -> [String] {
-        var lines = ["\(user): \(from == to ? "\(from)" : "\(from) to \(to)") (\(zone.identifier))"]
-        switch grouping {
-        case .day:
-            var rows: [[String]] = [["DATE", "DAY", "SCREEN", "LIMIT", ""]]
-            for day in days {
-                let used = UserStatus.seconds(milliseconds(day: day, app: UsageKey.screen))
-                let limit = limit(day)
-                rows.append([
-                    "\(day)", day.weekday.rawValue, formatSeconds(used), limit.map { TimeAllowance.format(minutes: $0) } ?? "none",
-                    bar(used: used, limit: limit),
-                ])
-            }
-            lines += table(rows)
-        case .app:
-            let apps = apps(day: nil)
-            if apps.isEmpty { lines.append("  no apps used") }
-            lines += table([["APP", "TIME"]] + apps.map { [$0.0, formatSeconds(UserStatus.seconds($0.1))] })
-        case .hour:
-            var rows: [[String]] = [["HOUR", "SCREEN"]]
-            for hour in 0..<24 {
-                let used = UserStatus.seconds(milliseconds(hour: hour, app: UsageKey.screen))
-                rows.append([(hour < 10 ? "0" : "") + "\(hour):00", formatSeconds(used)])
-            }
-            lines += table(rows)
-        }
-        return lines
-    }
-
-    /// 20 cells for the limit; over the limit shows `!`.
-    func bar(used: Int64, limit: Int?) -> String {
-        guard let limit, limit > 0 else { return used > 0 ? String(repeating: "#", count: min(20, Int(used / 1800) + 1)) : "" }
-        let cells = min(20, Int((used * 20 + Int64(limit) * 60 - 1) / (Int64(limit) * 60)))
-        return String(repeating: "#", count: cells) + String(repeating: ".", count: 20 - cells) + (used > Int64(limit) * 60 ? " !" : "")
-    }
-}
+extension UsageReport.Grouping: ExpressibleByArgument {}
 
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "The agent's audit log: agent start and stop, policy loaded, clock jumps, damaged database, ...")
+        abstract: "The agent's audit log: agent start and stop, policy loaded, clock jumps, damaged database, ...",
+        discussion: """
+            Every event carries the hash of the entry before it; --verify walks the chain and names the first \
+            broken link (exit 65), or says it is intact (exit 0). Events older than the agent's retention period \
+            (curfewd --event-retention, default 365 days) are replaced by daily counts per user and kind, listed \
+            as summaries; the chain goes on across them.
+            """)
 
     @OptionGroup var location: LocationOptions
     @Argument(help: "Only events of this user (and events of no user).") var user: String?
     @Option(help: ArgumentHelp("From this day (YYYY-MM-DD) or this long ago (2h, 30m).", valueName: "when"))
     var since: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
+    @Flag(name: .long, help: "Check the hash chain of the whole log; exit 65 at the first broken link.") var verify = false
 
     func run() throws {
         if let user { try translatingErrors { try Policy.validateUserName(user) } }
+        if verify && (user != nil || since != nil) {
+            throw CLIError("--verify checks the whole log: it takes no user and no --since", .invalidArguments)
+        }
         var sinceMilliseconds: Int64? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
@@ -346,28 +256,76 @@ struct Events: ParsableCommand {
         }
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let events = try workspace.openStore().read { try EventLog.list(user: user, since: sinceMilliseconds, $0) }
+        let store = try workspace.openStore()
+        if verify { return try runVerify(store) }
+        let (events, summaries) = try store.read { db in
+            (
+                try EventLog.list(user: user, since: sinceMilliseconds, db),
+                try AuditChain.summaries(user: user, since: sinceMilliseconds, db)
+            )
+        }
         let zone = ZoneRules(TimeZone.current)
         if json {
-            Output.line(
-                JSONValue.array(
-                    events.map { event in
-                        .object(
-                            JSONObject([
-                                ("id", .int(event.id ?? 0)), ("time", .string(zone.iso8601(event.time / 1000))),
-                                ("user", event.user.map { .string($0) } ?? .null), ("kind", .string(event.kind)),
-                                ("message", .string(event.message)), ("data", event.data ?? .null),
-                            ]))
-                    }
-                ).prettyString)
+            let summaryValues: [JSONValue] = summaries.map { row in
+                .object(
+                    JSONObject([
+                        ("summary", .bool(true)), ("day", .string(row.day)), ("user", row.user.map { .string($0) } ?? .null),
+                        ("kind", .string(row.kind)), ("count", .int(row.count)),
+                        ("time", .string(zone.iso8601(AuditChain.floorDivide(row.firstMilliseconds, 1000)))),
+                        ("lastTime", .string(zone.iso8601(AuditChain.floorDivide(row.lastMilliseconds, 1000)))),
+                    ]))
+            }
+            let eventValues: [JSONValue] = events.map { event in
+                .object(
+                    JSONObject([
+                        ("id", .int(event.id ?? 0)), ("time", .string(zone.iso8601(event.time / 1000))),
+                        ("user", event.user.map { .string($0) } ?? .null), ("kind", .string(event.kind)),
+                        ("message", .string(event.message)), ("data", event.data ?? .null),
+                    ]))
+            }
+            Output.line(JSONValue.array(summaryValues + eventValues).prettyString)
             return
         }
-        if events.isEmpty { Output.line("no events") }
-        let rows = events.map { event -> [String] in
+        if events.isEmpty && summaries.isEmpty { Output.line("no events") }
+        var rows = summaries.map { row -> [String] in
+            [row.day, row.user ?? "-", row.kind, "\(row.count) event\(row.count == 1 ? "" : "s") (summarised)"]
+        }
+        rows += events.map { event -> [String] in
             let (date, second) = zone.localTime(at: event.time / 1000)
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
             return ["\(date) \(time):\(second % 60 < 10 ? "0" : "")\(second % 60)", event.user ?? "-", event.kind, event.message]
         }
         table(rows, indent: "").forEach { Output.line($0) }
+    }
+
+    func runVerify(_ store: StateStore) throws {
+        let (result, retention) = try store.read { db in
+            (try AuditChain.verify(db), try AgentStateTable.get(Agent.eventRetentionKey, db).flatMap { Int64($0) })
+        }
+        if json {
+            var object = JSONObject([
+                ("intact", .bool(result.broken == nil)), ("events", .int(Int64(result.events))),
+                ("summaryRows", .int(Int64(result.summaryRows))), ("summarisedEvents", .int(result.summarisedEvents)),
+                ("retentionDays", retention.map { .int($0) } ?? .null),
+            ])
+            if let broken = result.broken {
+                object["broken"] = .object(
+                    JSONObject([("entry", .string(broken.entry)), ("id", .int(broken.id)), ("problem", .string(broken.problem))]))
+            } else {
+                object["head"] = .string(result.head)
+            }
+            Output.line(JSONValue.object(object).prettyString)
+        }
+        if let broken = result.broken {
+            throw CLIError("the audit log is broken at \(broken)", .badInputData)
+        }
+        if !json {
+            Output.line(
+                "audit log intact: \(result.events) events and \(result.summaryRows) summary rows "
+                    + "(\(result.summarisedEvents) older events) chained; head \(result.head)")
+            Output.line(
+                retention.map { "the agent summarises events older than \($0) days (curfewd --event-retention)" }
+                    ?? "the agent has not summarised any events yet (curfewd --event-retention, default \(AgentConfiguration.defaultEventRetentionDays) days)")
+        }
     }
 }

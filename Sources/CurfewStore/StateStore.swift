@@ -134,6 +134,37 @@ public final class StateStore: Sendable {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v5-audit-chain") { db in
+            // Each event carries the hash of the entry before it and its own (AuditChain); events past
+            // the retention period become summary rows that keep the chain; grants announced by an
+            // event that was summarised stay announced.
+            try db.execute(
+                sql: """
+                    ALTER TABLE events ADD COLUMN prev_hash TEXT;
+                    ALTER TABLE events ADD COLUMN hash TEXT;
+                    CREATE TABLE event_summaries (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        first_event INTEGER NOT NULL,
+                        last_event INTEGER NOT NULL,
+                        day TEXT NOT NULL,
+                        user TEXT,
+                        kind TEXT NOT NULL,
+                        count INTEGER NOT NULL CHECK (count > 0),
+                        first_ms INTEGER NOT NULL,
+                        last_ms INTEGER NOT NULL,
+                        prev_hash TEXT NOT NULL,
+                        last_hash TEXT NOT NULL,
+                        hash TEXT NOT NULL
+                    );
+                    CREATE INDEX event_summaries_user_day ON event_summaries(user, day);
+                    CREATE TABLE announced_grants (
+                        record TEXT PRIMARY KEY NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+            // The events written before the chain existed are chained here, once, in id order (the
+            // hash is SHA-256, which SQLite's SQL lacks; its format is frozen in AuditChain).
+            try AuditChain.chainUnhashedEvents(db)
+        }
         migrator.registerMigration("v6-remote-usage") { db in
             // Other computers' usage summaries, the latest of each kept, so a summary deleted from or
             // replaced by an older copy in the shared directory does not take time back.

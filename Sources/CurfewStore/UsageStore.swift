@@ -70,13 +70,29 @@ public struct AgentEvent: Sendable, Equatable {
     }
 }
 
-/// The `events` table: appended to, never edited.
+/// The `events` table: appended to, never edited; each event chained to the one before it by
+/// hash (`AuditChain`), and replaced by summary rows only after the retention period.
 public enum EventLog {
+    /// Appends an event, chained to the newest entry. The head is read and the row inserted in one
+    /// write transaction (the caller's, else one of its own; GRDB begins write transactions
+    /// IMMEDIATE), so writers on other threads or in other processes wait and cannot fork the chain.
     @discardableResult
     public static func append(_ event: AgentEvent, _ db: Database) throws -> Int64 {
+        guard db.isInsideTransaction else {
+            var id: Int64 = 0
+            try db.inTransaction(.immediate) {
+                id = try append(event, db)
+                return .commit
+            }
+            return id
+        }
+        let data = event.data?.canonicalString
+        let previous = try AuditChain.head(db)
+        let hash = AuditChain.eventHash(
+            previous: previous, time: event.time, user: event.user, kind: event.kind, message: event.message, data: data)
         try db.execute(
-            sql: "INSERT INTO events (time_ms, user, kind, message, data) VALUES (?, ?, ?, ?, ?)",
-            arguments: [event.time, event.user, event.kind, event.message, event.data?.canonicalString])
+            sql: "INSERT INTO events (time_ms, user, kind, message, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [event.time, event.user, event.kind, event.message, data, previous, hash])
         return db.lastInsertedRowID
     }
 
@@ -101,12 +117,32 @@ public enum EventLog {
 }
 
 extension EventLog {
+    /// The events of exactly `user` with times in `from..<before` (ms), by time (then id): a report's timeline.
+    public static func events(of user: String, from: Int64, before: Int64, _ db: Database) throws -> [AgentEvent] {
+        let rows = try GRDB.Row.fetchCursor(
+            db,
+            sql: """
+                SELECT id, time_ms, user, kind, message, data FROM events
+                WHERE user = ? AND time_ms >= ? AND time_ms < ? ORDER BY time_ms, id
+                """,
+            arguments: [user, from, before])
+        var events: [AgentEvent] = []
+        while let row = try rows.next() {
+            let dataText: String? = row[5]
+            events.append(
+                AgentEvent(
+                    id: row[0], time: row[1], user: row[2], kind: row[3], message: row[4],
+                    data: dataText.flatMap { try? JSONValue.parse($0) }))
+        }
+        return events
+    }
+
     /// The kind of event that says a grant of extra time is in force; its data names the record.
     public static let extraTimeGranted = "extra-time-granted"
 
     /// The record ids of grants an `extra-time-granted` event already mentions.
     public static func grantsAnnounced(_ db: Database) throws -> Set<String> {
-        var ids = Set<String>()
+        var ids = Set(try String.fetchAll(db, sql: "SELECT record FROM announced_grants"))
         let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT data FROM events WHERE kind = ?", arguments: [extraTimeGranted])
         while let row = try rows.next() {
             guard let text: String = row[0], case .object(let object)? = try? JSONValue.parse(text),

@@ -1,9 +1,9 @@
 // Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
 // tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
-// confirmation, catching up after a start).
+// confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync]   (no argument: all; TrackingOptions.fromEnvironment lists
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports]   (no argument: all; TrackingOptions.fromEnvironment lists
 // the environment variables that shorten the tracking section)
 import Foundation
 
@@ -11,10 +11,10 @@ import Foundation
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync"]
+let known = ["policy", "tracking", "enforcement", "sync", "reports"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -45,6 +45,10 @@ do {
         try runSyncBenchmarks(
             root: root, changes: environment["CURFEW_BENCH_SYNC_CHANGES"].flatMap { Int($0) } ?? 200,
             catchUp: environment["CURFEW_BENCH_SYNC_RECORDS"].flatMap { Int($0) } ?? 10_000)
+    }
+    if sections.contains("reports") {
+        if sections.count > 1 { print("") }
+        try runReportBenchmarks(root: root)
     }
 } catch {
     print("benchmark failed: \(error)")

@@ -57,7 +57,15 @@ struct Curfewd: AsyncParsableCommand {
         valueName: "id"))
     var machineId: String?
 
+    @Option(help: ArgumentHelp(
+        "Days the audit log keeps each event; older ones are replaced by daily counts per user and kind (1 to 36500).",
+        valueName: "days"))
+    var eventRetention = AgentConfiguration.defaultEventRetentionDays
+
     func validate() throws {
+        guard eventRetention >= 1 && eventRetention <= 36_500 else {
+            throw ValidationError("event retention must be between 1 and 36500 days, got \(eventRetention)")
+        }
         guard tick >= 0.05 && tick <= 60 else { throw ValidationError("tick must be between 0.05 and 60 seconds, got \(tick)") }
         guard enforcementPoll >= 0.01 && enforcementPoll <= 60 else {
             throw ValidationError("enforcement poll must be between 0.01 and 60 seconds, got \(enforcementPoll)")
@@ -100,6 +108,7 @@ struct Curfewd: AsyncParsableCommand {
         configuration.userRuntimeRoot = userRuntimeRoot
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
         configuration.usageIntervalMilliseconds = Int64(usageInterval * 1000)
+        configuration.eventRetentionDays = eventRetention
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, logger: logger)

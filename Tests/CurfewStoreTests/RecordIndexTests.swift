@@ -19,7 +19,11 @@ import Testing
         let mode = try store.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
         let migrations = try store.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations") }
-        #expect(migrations == ["v1-record-index", "v2-usage-events", "v3-grants-requests", "v4-confirmations", "v6-remote-usage"])
+        #expect(
+            migrations == [
+                "v1-record-index", "v2-usage-events", "v3-grants-requests", "v4-confirmations", "v5-audit-chain",
+                "v6-remote-usage",
+            ])
         let integrity = try store.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
         // Opening again is idempotent.

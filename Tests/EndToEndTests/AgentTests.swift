@@ -177,6 +177,9 @@ struct AgentTests {
         #expect(events.contains("\"kind\": \"agent-started\""))
         #expect(events.contains("\"kind\": \"agent-stopped\""))
         #expect(events.contains("\"kind\": \"logind-unavailable\""))
+        // The agent's threads appended these events; their chain is whole.
+        let verified = try runner.ok(["events", "--verify"]).stdout
+        #expect(verified.hasPrefix("audit log intact: "), "\(verified)")
     }
 
     /// A launcher (here a shell script) that later execs the game: from the exec on, the same

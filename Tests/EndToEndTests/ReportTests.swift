@@ -3,12 +3,18 @@ import Testing
 
 /// `curfew report` and `curfew events` over usage rows put straight into the database.
 @Suite struct ReportTests {
-    func prepared() throws -> CurfewRunner {
+    /// A state directory managing kid in UTC: 2h a day, 3h on saturdays.
+    static func reportRunner() throws -> CurfewRunner {
         let runner = try CurfewRunner()
         try runner.ok(["init"])
         try runner.ok(["user", "add", "kid"])
         try runner.ok(["timezone", "kid", "UTC"])
         try runner.ok(["limit", "kid", "3h", "--day", "sat"])
+        return runner
+    }
+
+    func prepared() throws -> CurfewRunner {
+        let runner = try Self.reportRunner()
         let sql = """
             INSERT INTO usage VALUES ('kid', '2026-11-20', 9, '', 3600000);
             INSERT INTO usage VALUES ('kid', '2026-11-20', 9, 'minecraft', 1800000);
@@ -73,6 +79,7 @@ import Testing
                   DATE        DAY  SCREEN  LIMIT  
                   2026-11-20  fri  1h20m   2h     ##############......
                   2026-11-21  sat  15m     3h     ##..................
+                  total 1h35m in 2 days, no day over the limit
 
                 """)
     }
