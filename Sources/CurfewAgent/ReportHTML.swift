@@ -24,7 +24,13 @@ extension UsageReport {
         page.raw("<div><dt>Events</dt><dd id=\"event-count\" data-count=\"\(events.count)\">\(events.count)</dd></div>\n")
         page.raw("</dl>\n")
         page.raw("<p class=\"note\">About \(UsageReport.duration(average)) a day on average. ")
-        page.raw("Limits are those of the policy in force when the report was made.</p>\n</header>\n")
+        page.raw("Limits are those of the policy in force when the report was made.</p>\n")
+        if let computersLine {
+            page.raw("<p class=\"note\" id=\"computers\">")
+            page.text("Every family computer counted: " + computersLine.dropFirst("computers: ".count))
+            page.raw("</p>\n")
+        }
+        page.raw("</header>\n")
         dailyChart(&page)
         appChart(&page)
         heatMap(&page)

@@ -65,6 +65,28 @@ public struct UsageReport: Sendable {
         public var category: Category
     }
 
+    /// One computer's share of a report over every family computer (`--all-computers`).
+    public struct Computer: Sendable, Equatable {
+        /// nil: this computer.
+        public var machine: String?
+        public var host: String
+        public var screenSeconds: Int64
+        /// When its newest usage summary in the period was written (Unix seconds); nil for this computer.
+        public var lastWritten: Int64?
+
+        public init(machine: String?, host: String, screenSeconds: Int64, lastWritten: Int64?) {
+            self.machine = machine
+            self.host = host
+            self.screenSeconds = screenSeconds
+            self.lastWritten = lastWritten
+        }
+
+        public var label: String { machine == nil ? "\(host) (this computer)" : host }
+    }
+
+    /// The computers whose usage the report adds up; nil when it covers this computer only.
+    public var computers: [Computer]? = nil
+
     public let user: String
     public let timezone: String
     public let from: LocalDate
@@ -186,7 +208,26 @@ public struct UsageReport: Sendable {
                 ("hours", hours(hourSeconds)),
                 ("eventCounts", .object(JSONObject(eventCounts.map { ($0.0.rawValue, .int(Int64($0.1))) }))),
                 ("events", .array(eventValues)),
-            ]))
+            ] + (computers.map { [("computers", computersJSON($0))] } ?? [])))
+    }
+
+    func computersJSON(_ computers: [Computer]) -> JSONValue {
+        .array(
+            computers.map { computer in
+                .object(
+                    JSONObject([
+                        ("machine", computer.machine.map { .string($0) } ?? .null), ("host", .string(computer.host)),
+                        ("screenSeconds", .int(computer.screenSeconds)),
+                        ("lastWritten", computer.lastWritten.map { .string(zone.iso8601($0)) } ?? .null),
+                    ]))
+            })
+    }
+
+    /// "kids-pc (this computer) 1h, den-pc 30m": the computers a report adds up, for people.
+    public var computersLine: String? {
+        computers.map { list in
+            "computers: " + list.map { "\($0.label) \(UsageReport.duration($0.screenSeconds))" }.joined(separator: ", ")
+        }
     }
 
     // MARK: CSV
@@ -235,6 +276,7 @@ public struct UsageReport: Sendable {
 
     public func lines(by grouping: Grouping, palette: Palette = .none) -> [String] {
         var lines = ["\(palette.bold)\(user): \(from == to ? "\(from)" : "\(from) to \(to)") (\(timezone))\(palette.reset)"]
+        if let computersLine { lines.append("  \(computersLine)") }
         switch grouping {
         case .day:
             var rows: [[String]] = [["DATE", "DAY", "SCREEN", "LIMIT", ""]]

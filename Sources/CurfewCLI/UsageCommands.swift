@@ -130,7 +130,9 @@ struct Report: ParsableCommand {
             {category: count}, "events": [{"time", "kind", "category", "message"}]}. CSV by day: \
             date,screen_seconds,limit_minutes; by app: date,app,seconds; by hour: date,hour,screen_seconds. \
             HTML: one self-contained page with charts (--output FILE, else standard output). Colours only on a \
-            terminal, never with NO_COLOR set.
+            terminal, never with NO_COLOR set. --all-computers adds the user's time on the family's other \
+            computers (from their signed usage summaries in the shared directory) and, in JSON, "computers": \
+            [{"machine" (null for this one), "host", "screenSeconds", "lastWritten"}].
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case table, json, csv, html }
@@ -146,6 +148,8 @@ struct Report: ParsableCommand {
     @Option(help: "table, json, csv or html.") var format: Format = .table
     @Option(help: ArgumentHelp("Write the report to this file instead of standard output.", valueName: "file"))
     var output: String?
+    @Flag(help: "Add the user's time on the family's other computers (their usage summaries in the shared directory).")
+    var allComputers = false
 
     func run() throws {
         let periods = [day != nil, week, month, from != nil || to != nil].filter { $0 }.count
@@ -172,14 +176,32 @@ struct Report: ParsableCommand {
         }
         let start = zone.startOfDay(first) * 1000
         let end = zone.startOfDay(last.adding(days: 1)) * 1000
-        let (rows, events) = try workspace.openStore().read { db in
+        var (rows, events) = try workspace.openStore().read { db in
             (
                 try UsageTable.rows(user: target, from: first, through: last, db),
                 try EventLog.events(of: target, from: start, before: end, db)
             )
         }
+        var computers: [UsageReport.Computer]? = nil
+        if allComputers {
+            let local = rows.reduce(Int64(0)) { $0 + ($1.app == UsageKey.screen ? $1.milliseconds : 0) }
+            var list = [UsageReport.Computer(machine: nil, host: MachineIdentity.hostName(), screenSeconds: UserStatus.seconds(local), lastWritten: nil)]
+            let others = workspace.otherComputersUsage(of: target, from: first, through: last)
+            for (machine, summaries) in Dictionary(grouping: others, by: \.machine).sorted(by: { $0.key < $1.key }) {
+                for summary in summaries {
+                    rows += summary.buckets.map { UsageTable.Row(day: summary.day, hour: $0.hour, app: $0.app, milliseconds: $0.milliseconds) }
+                }
+                let newest = summaries.max { $0.time < $1.time }!
+                list.append(
+                    UsageReport.Computer(
+                        machine: machine, host: newest.host,
+                        screenSeconds: UserStatus.seconds(summaries.reduce(0) { $0 + $1.screenMilliseconds }), lastWritten: newest.time))
+            }
+            computers = list
+        }
         workspace.finish()
-        let report = UsageReport.make(user: target, policy: policy, zone: zone, from: first, to: last, rows: rows, events: events)
+        var report = UsageReport.make(user: target, policy: policy, zone: zone, from: first, to: last, rows: rows, events: events)
+        report.computers = computers
         let text: String
         switch format {
         case .json: text = report.json.prettyString + "\n"

@@ -20,6 +20,13 @@ public enum UsageTable {
         public var hour: Int
         public var app: String
         public var milliseconds: Int64
+
+        public init(day: LocalDate, hour: Int, app: String, milliseconds: Int64) {
+            self.day = day
+            self.hour = hour
+            self.app = app
+            self.milliseconds = milliseconds
+        }
     }
 
     /// Every bucket of `user` from `from` through `to` (inclusive), ordered by day, hour, app.

@@ -143,6 +143,27 @@ struct UsageAcrossComputersTests {
         let text = try a.runner.ok(["status", account.name, "--socket", a.socketPath, "--shared-dir", family.shared]).stdout
         #expect(text.contains("15m more on the family's other computers (the limit counts them)"), "\(text)")
 
+        // The parent's report over every computer adds B's day, bucket by bucket; without the flag it is A's only.
+        func report(_ extra: [String]) throws -> [String: Any] {
+            try jsonObject(
+                try a.runner.ok(["report", account.name, "--format", "json", "--shared-dir", family.shared] + extra).stdout)
+        }
+        let own = try report([])
+        let all = try report(["--all-computers"])
+        let ownScreen = own["screenSeconds"] as? Int ?? -1
+        #expect(own["computers"] == nil)
+        #expect(all["screenSeconds"] as? Int == ownScreen + 900, "\(all)")
+        let computers = all["computers"] as? [[String: Any]] ?? []
+        #expect(computers.count == 2 && computers.last?["machine"] as? String == "pc-b", "\(computers)")
+        #expect(computers.last?["host"] as? String == "den-pc" && computers.last?["screenSeconds"] as? Int == 900)
+        #expect(computers.first?["screenSeconds"] as? Int == ownScreen && computers.first?["machine"] is NSNull)
+        let apps = all["apps"] as? [[String: Any]] ?? []
+        #expect(apps.contains { $0["app"] as? String == "firefox" && $0["seconds"] as? Int == 300 }, "\(apps)")
+        let hours = all["hours"] as? [[String: Any]] ?? []
+        #expect(hours.count == 24 && (hours[9]["screenSeconds"] as? Int ?? 0) >= 600, "\(hours)")
+        let table = try a.runner.ok(["report", account.name, "--all-computers", "--shared-dir", family.shared]).stdout
+        #expect(table.contains("computers: ") && table.contains("den-pc 15m"), "\(table)")
+
         // A summary signed by any other key in B's name is not believed, and does not replace B's.
         let forger = SigningKey()
         let forged = UsageSummary(
@@ -152,6 +173,8 @@ struct UsageAcrossComputersTests {
         usleep(1_500_000)
         #expect(try statusOf(a, family)["otherComputersSeconds"] as? Int == 900)
         #expect(a.log.contains("ignoring a usage summary"), "\(a.log)")
+        // The report reads what the agent kept, and ignores the forged file.
+        #expect(try report(["--all-computers"])["screenSeconds"] as? Int ?? 0 >= ownScreen + 900)
         #expect(a.stop() == 0, "\(a.log)")
     }
 }
