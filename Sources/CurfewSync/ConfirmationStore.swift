@@ -25,8 +25,10 @@ public struct ConfirmationStore: Sendable {
     public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
         guard !confirmations.isEmpty else { return ([], nil) }
         do { try Files.makeDirectories(directory, mode: 0o755) } catch { return ([], error) }
+        // Deriving the key id expands the private key (as costly as a signature): once per batch.
+        let keyID = machine.key.id
         for confirmation in confirmations {
-            precondition(confirmation.machine == machine.id && confirmation.key == machine.key.id)
+            precondition(confirmation.machine == machine.id && confirmation.key == keyID)
         }
         let documents: [[UInt8]]
         do { documents = try machine.signAll(confirmations) } catch {
