@@ -125,9 +125,11 @@ extension Agent {
         let gone = known.keys.filter { wanted[$0] == nil && !incomplete.contains($0) }
         guard !toWrite.isEmpty || !gone.isEmpty else { return }
         let now = Int64(Date().timeIntervalSince1970)
+        // Derived from the private key at each use, as costly as a signature: once per batch.
+        let keyID = machine.key.id
         let documents = toWrite.map { state in
             Confirmation(
-                machine: machine.id, host: machine.host, key: machine.key.id, record: state.record, user: state.user,
+                machine: machine.id, host: machine.host, key: keyID, record: state.record, user: state.user,
                 outcome: state.outcome, reason: state.reason, conflicts: state.conflicts,
                 enforcedVersion: state.enforcedVersion, time: now)
         }

@@ -184,7 +184,7 @@ public enum SignedRecord: Sendable, Equatable {
             let (grant, signature) = try GrantRecord.parse(object: object, bytes: bytes)
             return (.grant(grant), signature)
         case .string(RecordFormat.policyKind)?:
-            let parsed = try PolicyRecord.parse(bytes)
+            let parsed = try PolicyRecord.parse(envelope: object, bytes: bytes)
             return (.policy(parsed.record), parsed.signature)
         default:
             throw RecordError(

@@ -203,7 +203,7 @@ private struct JSONParser {
         }
         while position < bytes.count, isDigit(bytes[position]) { position += 1 }
         if position < bytes.count,
-            [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[position])
+            bytes[position] == UInt8(ascii: ".") || bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E")
         {
             throw JSONSyntaxError(reason: "only whole numbers are allowed", offset: start)
         }
@@ -218,8 +218,24 @@ private struct JSONParser {
 
     mutating func parseString() throws(JSONSyntaxError) -> String {
         position += 1  // opening quote
+        let start = position
+        // Most strings have no escapes: validate them in one go. At the first backslash the loop
+        // below takes over from the same place, with the same checks in the same order.
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                guard let text = String(validating: bytes[start..<position], as: UTF8.self) else {
+                    throw JSONSyntaxError(reason: "invalid UTF-8 in string", offset: start)
+                }
+                position += 1
+                return text
+            }
+            if byte < 0x20 { throw fail("control character in string") }
+            if byte == UInt8(ascii: "\\") { break }
+            position += 1
+        }
         var scalars = String.UnicodeScalarView()
-        var runStart = position
+        var runStart = start
         func flushRun(_ parser: JSONParser, upTo end: Int, into scalars: inout String.UnicodeScalarView)
             throws(JSONSyntaxError)
         {
@@ -369,22 +385,29 @@ extension JSONValue {
     }
 
     private static func writeString(_ value: String, into out: inout [UInt8]) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy their bytes at once.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: value.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case UInt8(ascii: "\""): out.append(0x5C); out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
             case 0..<0x20:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
             default: out.append(byte)
             }
         }
         out.append(UInt8(ascii: "\""))
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }

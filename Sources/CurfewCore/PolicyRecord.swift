@@ -80,18 +80,15 @@ extension PolicyRecord {
     /// Reads a record file strictly: canonical JSON only (so the bytes that were signed are exactly
     /// the bytes on disk), known fields only, a supported format, a valid policy for the same user.
     public static func parse(_ bytes: [UInt8]) throws(RecordError) -> ParsedRecord {
-        guard bytes.count <= RecordFormat.maxBytes else {
-            throw RecordError("record is larger than \(RecordFormat.maxBytes) bytes")
-        }
-        let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
-        guard case .object(let object) = value else { throw RecordError("a record must be a JSON object") }
-        // The format first: a newer format may add fields, and "not supported" tells the parent
-        // to upgrade where "unknown field" would call the record malformed.
-        guard case .int(let format)? = object["format"] else { throw RecordError("record field \"format\" is missing") }
-        guard format == RecordFormat.version else {
-            throw RecordError("record format \(format) is not supported (this version reads format \(RecordFormat.version))")
-        }
+        // The format first (in the envelope): a newer format may add fields, and "not supported"
+        // tells the parent to upgrade where "unknown field" would call the record malformed.
+        try parse(envelope: try RecordFormat.parseEnvelope(bytes), bytes: bytes)
+    }
+
+    /// The checks after the envelope's (size, JSON, an object, the format), on the object parsed
+    /// from `bytes`, so a record of either kind is parsed once.
+    static func parse(envelope object: JSONObject, bytes: [UInt8]) throws(RecordError) -> ParsedRecord {
+        let value = JSONValue.object(object)
         for key in object.keys where !fields.contains(key) {
             throw RecordError("unknown record field \(quoted(key))")
         }

@@ -24,9 +24,13 @@ public struct ConfirmationStore: Sendable {
     /// returned with them, so the caller keeps the rest pending.
     public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
         guard !confirmations.isEmpty else { return ([], nil) }
-        do { try Files.makeDirectories(directory, mode: 0o755) } catch { return ([], error) }
+        let dirfd: Int32
+        do { dirfd = try openDirectory() } catch { return ([], error) }
+        defer { close(dirfd) }
+        // Deriving the key id expands the private key (as costly as a signature): once per batch.
+        let keyID = machine.key.id
         for confirmation in confirmations {
-            precondition(confirmation.machine == machine.id && confirmation.key == machine.key.id)
+            precondition(confirmation.machine == machine.id && confirmation.key == keyID)
         }
         let documents: [[UInt8]]
         do { documents = try machine.signAll(confirmations) } catch {
@@ -35,27 +39,49 @@ public struct ConfirmationStore: Sendable {
         var written: [String] = []
         for (confirmation, bytes) in zip(confirmations, documents) {
             do {
-                try Self.writeFile(bytes, directory: directory, name: confirmation.record)
+                try Self.writeFile(bytes, directory: directory, descriptor: dirfd, name: confirmation.record)
                 written.append(confirmation.record)
             } catch {
                 return (written, error)
             }
         }
-        let dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirfd >= 0 {
-            fsync(dirfd)
-            close(dirfd)
-        }
+        fsync(dirfd)
         return (written, nil)
     }
 
-    /// Temporary name, write, rename; without an fsync per file, so catching up on thousands of
-    /// records stays fast. The directory is synced once per batch, and the agent checks at start
-    /// that every confirmation it believes written is there and not empty.
-    static func writeFile(_ bytes: [UInt8], directory: String, name: String) throws(FileError) {
+    /// `confirmations/<machine-id>/`, made where missing, opened without following a symlink at
+    /// either level: the agent runs as root, and whoever can write to the shared folder (a child,
+    /// say) must not be able to point its writes at another directory of the computer.
+    func openDirectory() throws(FileError) -> Int32 {
+        var fd = try Files.check("open", shared.path) { open(shared.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        var path = shared.path
+        for component in ["confirmations", machine.id] {
+            path += "/\(component)"
+            if mkdirat(fd, component, 0o755) != 0 && errno != EEXIST {
+                let failure = FileError("create directory", path, errno: errno)
+                close(fd)
+                throw failure
+            }
+            let next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let failure = FileError("open directory (not a symlink)", path, errno: errno)
+            close(fd)
+            guard next >= 0 else { throw failure }
+            fd = next
+        }
+        return fd
+    }
+
+    /// Temporary name, write, rename, all relative to the open `descriptor` of `directory` (named
+    /// in errors); without an fsync per file, so catching up on thousands of records stays fast.
+    /// The directory is synced once per batch, and the agent checks at start that every
+    /// confirmation it believes written is there and not empty.
+    static func writeFile(_ bytes: [UInt8], directory: String, descriptor dirfd: Int32, name: String) throws(FileError) {
         let target = "\(directory)/\(name)"
-        let temporary = "\(directory)/.tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = try Files.check("create", temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        let temporaryName = ".tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let temporary = "\(directory)/\(temporaryName)"
+        let fd = try Files.check("create", temporary) {
+            openat(dirfd, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        }
         var isOpen = true
         defer { if isOpen { close(fd) } }
         do throws(FileError) {
@@ -70,9 +96,9 @@ public struct ConfirmationStore: Sendable {
             }
             isOpen = false
             _ = try Files.check("close", temporary) { close(fd) }
-            _ = try Files.check("rename", target) { rename(temporary, target) }
+            _ = try Files.check("rename", target) { renameat(dirfd, temporaryName, dirfd, name) }
         } catch {
-            unlink(temporary)
+            unlinkat(dirfd, temporaryName, 0)
             throw error
         }
     }

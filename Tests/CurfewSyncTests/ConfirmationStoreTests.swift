@@ -101,4 +101,33 @@ import Testing
         #expect(scan.newIndexEntries.count == 301)
         #expect(scan.current(for: "kid")?.version == 300)
     }
+
+    /// Whoever can write to the shared folder may plant a symlink where the machine's directory or
+    /// `confirmations/` should be; the agent (root) then writes nothing through it, and writes
+    /// again once the directory is a real one.
+    @Test func aSymlinkedConfirmationsDirectoryIsNotWrittenThrough() throws {
+        let (root, shared, state) = try setUp()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let machine = try MachineIdentity.load(stateDirectory: state, override: "pc-one")
+        let store = ConfirmationStore(shared: shared, machine: machine)
+        let elsewhere = "\(root)/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        for planted in [store.directory, shared.confirmationsPath] {
+            try? FileManager.default.removeItem(atPath: store.directory)
+            try? FileManager.default.removeItem(atPath: shared.confirmationsPath)
+            if planted == store.directory {
+                try FileManager.default.createDirectory(atPath: shared.confirmationsPath, withIntermediateDirectories: true)
+            }
+            #expect(symlink(elsewhere, planted) == 0)
+            let (written, failure) = store.write([confirmation(machine)])
+            #expect(written.isEmpty, "\(planted)")
+            #expect(failure?.errno == ELOOP || failure?.errno == ENOTDIR, "\(planted): \(String(describing: failure))")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty, "\(planted)")
+        }
+        try FileManager.default.removeItem(atPath: shared.confirmationsPath)
+        let (written, failure) = store.write([confirmation(machine)])
+        #expect(written == [Self.record] && failure == nil)
+        #expect(store.isOnDisk(Self.record))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.directory) == [Self.record])
+    }
 }

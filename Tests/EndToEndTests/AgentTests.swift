@@ -35,8 +35,11 @@ final class AgentProcess {
     let logPath: String
     var socketPath: String { runner.root.appendingPathComponent("run/curfewd.sock").path }
 
+    /// `launcher`: a program and its arguments that start `curfewd` by exec, keeping its pid (say
+    /// `unshare --mount` for a mount namespace of the agent's own).
     init(
-        _ runner: CurfewRunner, extraEnvironment: [String: String] = [:], logindBus: String = "none", arguments: [String] = []
+        _ runner: CurfewRunner, extraEnvironment: [String: String] = [:], logindBus: String = "none", arguments: [String] = [],
+        launcher: [String] = []
     ) throws {
         self.runner = runner
         logPath = runner.root.appendingPathComponent("curfewd-\(UUID().uuidString.prefix(8)).log").path
@@ -47,10 +50,11 @@ final class AgentProcess {
         environment.removeValue(forKey: "NOTIFY_SOCKET")
         for (key, value) in extraEnvironment { environment[key] = value }
         let binary = CurfewRunner.binDirectory.appendingPathComponent("curfewd").path
-        pid = try spawnLogged(
-            binary,
+        let agentArguments =
             ["--socket", runner.root.appendingPathComponent("run/curfewd.sock").path, "--logind-bus", logindBus, "--tick", "0.25"]
-                + arguments,
+            + arguments
+        pid = try spawnLogged(
+            launcher.first ?? binary, launcher.isEmpty ? agentArguments : launcher.dropFirst() + [binary] + agentArguments,
             environment: environment, log: logPath)
         // Ready: the tracker has made its first observation and the socket answers.
         do {

@@ -32,9 +32,10 @@ import Testing
             }
         }
 
-        func start(_ index: Int) throws -> AgentProcess {
+        func start(_ index: Int, launcher: [String] = []) throws -> AgentProcess {
             try AgentProcess(
-                agents[index].runner, arguments: ["--shared-dir", shared, "--machine-id", agents[index].id, "--rescan", "1"])
+                agents[index].runner, arguments: ["--shared-dir", shared, "--machine-id", agents[index].id, "--rescan", "1"],
+                launcher: launcher)
         }
 
         func records() -> Set<String> {
@@ -149,5 +150,72 @@ import Testing
         agents[2] = try family.start(2)
         let after = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
         #expect(after.contains("pc-c"), "\(after)")
+    }
+
+    /// The agent runs in a mount namespace of its own, where the test turns `confirmations/` into a
+    /// read-only bind mount (root ignores file modes, not a read-only mount) or a full 64 KiB tmpfs.
+    /// A change still reaches enforcement at once; its confirmation waits, and is written at a
+    /// rescan once the directory takes files again.
+    @Test(
+        .enabled(if: getuid() == 0, "needs root: a mount namespace and mounts"),
+        arguments: ["read-only", "full"])
+    func anUnwritableSharedDirectoryHoldsUpConfirmationsButNotEnforcement(_ trouble: String) throws {
+        let family = try Family()
+        defer { family.cleanUp() }
+        let agent = try family.start(0, launcher: ["/usr/bin/unshare", "--mount", "--propagation", "private", "--"])
+        defer { agent.killHard() }
+        let first = try family.change(["limit", "synckid", "1h"])
+        try waitUntil(seconds: 3, "the first confirmation") { family.confirmation("pc-a", first)?.outcome == .applied }
+        let directory = "\(family.shared)/confirmations"
+        /// Runs a shell command in the agent's mount namespace; its exit status.
+        func inAgentsNamespace(_ command: String) throws -> Int32 {
+            try CurfewRunner.runTool("/usr/bin/nsenter", ["-t", "\(agent.pid)", "-m", "--", "/bin/sh", "-c", command])
+        }
+        // What the agent sees (the test's own view of the directory is untouched).
+        let agentsView = "/proc/\(agent.pid)/root\(directory)/pc-a"
+        func confirmation(_ record: String) -> CurfewCore.Confirmation? {
+            guard let data = FileManager.default.contents(atPath: "\(agentsView)/\(record)") else { return nil }
+            return try? CurfewCore.Confirmation.parse(Array(data)).confirmation
+        }
+        if trouble == "read-only" {
+            #expect(try inAgentsNamespace("mount --bind '\(directory)' '\(directory)' && mount -o remount,bind,ro '\(directory)'") == 0)
+        } else {
+            // The tmpfs hides what was written before; fill it, keeping the (empty) machine directory.
+            #expect(
+                try inAgentsNamespace(
+                    "mount -t tmpfs -o size=64k,mode=755 curfew-full '\(directory)' && mkdir '\(directory)/pc-a' && "
+                        + "{ dd if=/dev/zero of='\(directory)/filler' bs=4k 2>/dev/null; true; }") == 0)
+        }
+        let probe = "\(directory)/pc-a/.probe"
+        #expect(
+            try inAgentsNamespace("dd if=/dev/zero of='\(probe)' bs=1k count=1 2>/dev/null; failed=$?; rm -f '\(probe)'; exit $failed") != 0,
+            "the agent's confirmations directory still takes files")
+
+        let second = try family.change(["limit", "synckid", "3h"])
+        try waitUntil(seconds: 3, "the agent enforcing version 3") {
+            let status = try? family.agents[0].runner.run(["status", "synckid", "--json", "--socket", agent.socketPath])
+            return status?.stdout.contains("\"limitMinutes\": 180,") == true
+        }
+        // Two rescans later: still no answer, and the agent says why and runs on.
+        try waitUntil(seconds: 5, "the agent's warning") {
+            agent.log.components(separatedBy: "cannot write confirmations; they stay pending").count >= 3
+        }
+        #expect(confirmation(second) == nil)
+        #expect(family.confirmation("pc-a", second) == nil)
+        #expect(kill(agent.pid, 0) == 0)
+        let status = try family.agents[0].runner.ok(["status", "synckid", "--json", "--socket", agent.socketPath]).stdout
+        #expect(status.contains("\"limitMinutes\": 180,"), "\(status)")
+
+        if trouble == "read-only" {
+            #expect(try inAgentsNamespace("mount -o remount,bind,rw '\(directory)'") == 0)
+        } else {
+            #expect(try inAgentsNamespace("rm '\(directory)/filler'") == 0)
+        }
+        try waitUntil(seconds: 3, "the confirmations written once the directory takes files") {
+            confirmation(second)?.outcome == .applied && confirmation(first)?.outcome == .superseded
+        }
+        #expect(confirmation(second)?.enforcedVersion == 3)
+        #expect(confirmation(first)?.reason == "a newer version is in force")
+        #expect(kill(agent.pid, 0) == 0)
     }
 }
