@@ -25,7 +25,8 @@ public struct ConfirmationStore: Sendable {
     public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
         guard !confirmations.isEmpty else { return ([], nil) }
         let dirfd: Int32
-        do { dirfd = try openDirectory() } catch { return ([], error) }
+        // Not through a symlink at either level (SharedDirectory.openDirectory).
+        do { dirfd = try shared.openDirectory(["confirmations", machine.id]) } catch { return ([], error) }
         defer { close(dirfd) }
         // Deriving the key id expands the private key (as costly as a signature): once per batch.
         let keyID = machine.key.id
@@ -39,7 +40,11 @@ public struct ConfirmationStore: Sendable {
         var written: [String] = []
         for (confirmation, bytes) in zip(confirmations, documents) {
             do {
-                try Self.writeFile(bytes, directory: directory, descriptor: dirfd, name: confirmation.record)
+                // No fsync per file, so catching up on thousands of records stays fast: the directory
+                // is synced once per batch, and the agent checks at start that every confirmation it
+                // believes written is there and not empty.
+                try Files.writeAtomically(
+                    bytes, directory: directory, descriptor: dirfd, name: confirmation.record, mode: 0o644, sync: false)
                 written.append(confirmation.record)
             } catch {
                 return (written, error)
@@ -47,60 +52,6 @@ public struct ConfirmationStore: Sendable {
         }
         fsync(dirfd)
         return (written, nil)
-    }
-
-    /// `confirmations/<machine-id>/`, made where missing, opened without following a symlink at
-    /// either level: the agent runs as root, and whoever can write to the shared folder (a child,
-    /// say) must not be able to point its writes at another directory of the computer.
-    func openDirectory() throws(FileError) -> Int32 {
-        var fd = try Files.check("open", shared.path) { open(shared.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        var path = shared.path
-        for component in ["confirmations", machine.id] {
-            path += "/\(component)"
-            if mkdirat(fd, component, 0o755) != 0 && errno != EEXIST {
-                let failure = FileError("create directory", path, errno: errno)
-                close(fd)
-                throw failure
-            }
-            let next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let failure = FileError("open directory (not a symlink)", path, errno: errno)
-            close(fd)
-            guard next >= 0 else { throw failure }
-            fd = next
-        }
-        return fd
-    }
-
-    /// Temporary name, write, rename, all relative to the open `descriptor` of `directory` (named
-    /// in errors); without an fsync per file, so catching up on thousands of records stays fast.
-    /// The directory is synced once per batch, and the agent checks at start that every
-    /// confirmation it believes written is there and not empty.
-    static func writeFile(_ bytes: [UInt8], directory: String, descriptor dirfd: Int32, name: String) throws(FileError) {
-        let target = "\(directory)/\(name)"
-        let temporaryName = ".tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let temporary = "\(directory)/\(temporaryName)"
-        let fd = try Files.check("create", temporary) {
-            openat(dirfd, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        }
-        var isOpen = true
-        defer { if isOpen { close(fd) } }
-        do throws(FileError) {
-            _ = try Files.check("set mode of", temporary) { fchmod(fd, 0o644) }
-            var done = 0
-            while done < bytes.count {
-                let offset = done
-                let count = try Files.check("write", temporary) {
-                    bytes.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-                }
-                done += count
-            }
-            isOpen = false
-            _ = try Files.check("close", temporary) { close(fd) }
-            _ = try Files.check("rename", target) { renameat(dirfd, temporaryName, dirfd, name) }
-        } catch {
-            unlinkat(dirfd, temporaryName, 0)
-            throw error
-        }
     }
 
     /// Whether the confirmation of `record` is on disk and not empty (a crash before the data

@@ -148,8 +148,7 @@ extension SharedDirectory {
         if let existing = try? Files.readRegularFile("\(machinesPath)/\(name)", maxBytes: 4096), existing == bytes {
             return false
         }
-        try Files.makeDirectories(machinesPath, mode: 0o755)
-        try Files.writeAtomically(bytes, directory: machinesPath, name: name, mode: 0o644)
+        try write(bytes, into: ["machines"], name: name)
         return true
     }
 

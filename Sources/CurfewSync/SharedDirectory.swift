@@ -37,7 +37,7 @@ public struct SharedDirectory: Sendable {
         precondition(record.author == key.id, "a record's author must be the key that signs it")
         let bytes = record.fileBytes(signature: try key.sign(record.signingBytes))
         let name = "\(sha256Hex(bytes)).json"
-        try Files.writeAtomically(bytes, directory: recordsPath, name: name, mode: 0o644, replace: false)
+        try write(bytes, into: ["records"], name: name, replace: false)
         return name
     }
 
@@ -47,7 +47,7 @@ public struct SharedDirectory: Sendable {
         try grant.validate()
         let bytes = grant.fileBytes(signature: try key.sign(grant.signingBytes))
         let name = "\(sha256Hex(bytes)).json"
-        try Files.writeAtomically(bytes, directory: recordsPath, name: name, mode: 0o644, replace: false)
+        try write(bytes, into: ["records"], name: name, replace: false)
         return name
     }
 

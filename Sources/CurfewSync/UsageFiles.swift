@@ -9,10 +9,8 @@ extension SharedDirectory {
 
     /// Signs `summary` as this computer and writes it in place of the previous one of that day.
     public func publish(_ summary: UsageSummary, as identity: MachineIdentity) throws {
-        let directory = usageDirectory(machine: identity.id, user: summary.user)
-        try Files.makeDirectories(directory, mode: 0o755)
         let bytes = summary.fileBytes(signature: try identity.key.sign(summary.signingBytes))
-        try Files.writeAtomically(bytes, directory: directory, name: "\(summary.day).json", mode: 0o644)
+        try write(bytes, into: ["usage", identity.id, summary.user], name: "\(summary.day).json")
     }
 
     /// One computer's summary of one day, or why it cannot be believed.

@@ -67,4 +67,30 @@ import Testing
         try Data(genuine.fileBytes(signature: wrongDomain)).write(to: URL(fileURLWithPath: kidsFile))
         #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day)[1].summary == nil)
     }
+
+    /// Whoever can write to the shared folder cannot point root's writes elsewhere with a symlink.
+    @Test func nothingIsWrittenThroughASymlinkInTheSharedDirectory() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-symlink-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let elsewhere = "\(root)/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        let shared = SharedDirectory(path: "\(root)/shared")
+        try shared.create()
+        let machine = try MachineIdentity.load(stateDirectory: "\(root)/state", override: "pc-one")
+        try FileManager.default.createSymbolicLink(atPath: "\(shared.path)/machines", withDestinationPath: elsewhere)
+        try FileManager.default.createDirectory(atPath: "\(shared.usagePath)/pc-one", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: "\(shared.usagePath)/pc-one/kid", withDestinationPath: elsewhere)
+        #expect(throws: FileError.self) { try shared.publish(machine.announcement) }
+        #expect(throws: FileError.self) { try shared.publish(summary(machine, screen: 1_000), as: machine) }
+        let records = "\(shared.path)/records"
+        try FileManager.default.removeItem(atPath: records)
+        try FileManager.default.createSymbolicLink(atPath: records, withDestinationPath: elsewhere)
+        let key = SigningKey()
+        let record = PolicyRecord(user: "kid", version: 1, baseVersion: 0, author: key.id, time: 0, policy: Policy.defaults(for: "kid"))
+        #expect(throws: FileError.self) { try shared.publish(record, signedBy: key) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+        // A real directory takes them.
+        try FileManager.default.removeItem(atPath: "\(shared.path)/machines")
+        #expect(try shared.publish(machine.announcement))
+    }
 }
