@@ -141,6 +141,12 @@ extension BootedContainer {
         #expect(state["ActiveState"] == "active" && state["SubState"] == "running" && state["Type"] == "notify", "\(state)")
         #expect(state["UnitFileState"] == "enabled", "\(state)")
         try waitUntil(seconds: 5, "the agent's STATUS=") { (try? unit(["StatusText"]))?["StatusText"]?.hasPrefix("tracking") == true }
+        // The hardening as systemd rates it (packaging/README.md records the figure): exposure 3.0 or less
+        // ("→ Overall exposure level for curfewd.service: 2.8 OK :-)").
+        let analysis = try ok(["systemd-analyze", "security", "--no-pager", "curfewd.service"])
+        let exposure = analysis.split(separator: "\n").last { $0.contains("Overall exposure level") }
+            .flatMap { $0.components(separatedBy: "curfewd.service: ").last?.split(separator: " ").first }.flatMap { Double($0) }
+        #expect(exposure.map { $0 <= 3.0 } == true, "systemd-analyze security curfewd: \(analysis.suffix(400))")
         // postinst: the state directory (0700) with the parent key, the socket for everyone, PAM wired by
         // pam-auth-update into the Additional block of common-account.
         #expect(try ok(["stat", "-c", "%a %U", "/var/lib/curfew", "/var/lib/curfew/keys/signing.key"]) == "700 root\n600 root\n")
@@ -271,7 +277,7 @@ extension BootedContainer {
         #expect(dpkg.status != 0 || dpkg.stdout.contains("not-installed"), "\(dpkg)")
 
         print(
-            "package in the container: installed in \(String(format: "%.1f", installSeconds)) s; blocked game died after \(String(format: "%.1f", gameSeconds)) s; back \(String(format: "%.1f", restartSeconds)) s after SIGKILL (\(Int(beforeKill)) s counted before, \(Int(afterKill)) s after); logged out \(String(format: "%.1f", sessionSeconds)) s after login; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines))"
+            "package in the container: exposure \(exposure.map { String($0) } ?? "?"); installed in \(String(format: "%.1f", installSeconds)) s; blocked game died after \(String(format: "%.1f", gameSeconds)) s; back \(String(format: "%.1f", restartSeconds)) s after SIGKILL (\(Int(beforeKill)) s counted before, \(Int(afterKill)) s after); logged out \(String(format: "%.1f", sessionSeconds)) s after login; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines))"
         )
     }
 }
