@@ -223,7 +223,7 @@ extension BootedContainer {
             #expect(verdict.contains("\"outcome\":\"rejected\"") && verdict.contains("not trusted"), "\(verdict)")
         }
         let policy = try installedCurfew(["policy", "show", "kid", "--json"])
-        #expect(policy.contains("\"dailyLimitMinutes\" : 15") || policy.contains("\"dailyLimitMinutes\": 15"), "\(policy)")
+        #expect(policy.contains("\"dailyLimitMinutes\": 15"), "\(policy)")
 
         // kid logs in on a console (PAM through pam-auth-update's stack lets kid in) and is counted.
         let session = try consoleLogin(unit: "kidconsole", typescript: "/tmp/kid-console")
@@ -282,7 +282,14 @@ extension BootedContainer {
         #expect(!(try ok(["cat", "/etc/pam.d/common-account"])).contains("curfew"))
         #expect(try suKid().status == 0, "su - kid after remove")
         #expect((try? run(["pgrep", "-x", "curfewd"]))?.status == 1, "curfewd still runs after remove")
-        // purge: nothing of it is left, and PAM's stacks are byte for byte what they were.
+        // Installed again: what remove kept is in force again (kid is still managed and out of time).
+        try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", deb], timeout: 180)
+        try waitUntil(seconds: 15, "curfewd active again") { (try? unit(["ActiveState"]))?["ActiveState"] == "active" }
+        let again = try installedCurfew(["policy", "show", "kid", "--json"])
+        #expect(again.contains("\"dailyLimitMinutes\": 15"), "\(again)")
+        #expect(try suKid().status != 0, "su - kid after reinstalling")
+        // purge, straight from installed: nothing of it is left, and PAM's stacks are byte for byte what
+        // they were.
         try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "curfew"], timeout: 120)
         let afterPurge = try leftovers()
         #expect(afterPurge == [], "after purge: \(afterPurge)")
