@@ -445,6 +445,25 @@ extension Trait where Self == ConditionTrait {
     }
 }
 
+/// One booted container at a time: the container tests of different suites may run in parallel
+/// (`swift test --parallel`), and two systemd machines with their agents on two cores would make
+/// each other's timing checks (1 s) fail. flock(2) on a file beside the cached roots.
+enum ContainerLock {
+    static func holding<T>(_ body: () throws -> T) throws -> T {
+        let directory = ProcessInfo.processInfo.environment["CURFEW_ROOTFS_CACHE"] ?? "/var/cache/curfew-tests"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = "\(directory)/.container-lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw TestFailure("flock \(path): errno \(errno)") }
+        }
+        defer { flock(fd, LOCK_UN) }
+        return try body()
+    }
+}
+
 /// Runs the scripts in Tests/Container with posix_spawn and an empty signal mask (children of a Swift
 /// Testing process would otherwise inherit a blocked SIGTERM, and so would the container).
 enum ContainerScript {
