@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEMO_STATE ?= $(CURDIR)/demo-state
 export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
 
-.PHONY: deps build release demo test bench clean
+.PHONY: deps build release static deb demo test bench clean
 
 # Debian packages the build and the tests need; apt runs only when one is missing (chromium renders
 # the HTML report in a test; bsdutils, which is essential, gives script(1) for a terminal).
@@ -44,12 +44,30 @@ test: deps
 	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):' .build-warnings.log; then \
 		echo "the build has warnings or errors in this project's code"; exit 1; fi; \
 	exit $$status
-	@# The real-logind test boots Debian in a container, which has no Swift runtime: the agent and the
-	@# CLI it runs there link the standard library statically (own scratch path: swift test locks .build).
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/container-static --product curfewd
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/container-static --product curfew
+	@# The container tests boot Debian, which has no Swift runtime: the agent and the CLI they run there
+	@# link the standard library statically, and the package test installs the .deb made of them.
+	$(MAKE) --no-print-directory deb
 	Tests/Container/rootfs.sh > /dev/null
-	$(SWIFT) test --skip-build --parallel --num-workers 2
+	CURFEW_DEB=$$(ls $(CURDIR)/$(DEB_DIR)/curfew_*.deb) $(SWIFT) test --skip-build --parallel --num-workers 2
+
+# curfew and curfewd with the Swift standard library linked statically, for the Debian package and the
+# container tests (a scratch path of its own: `swift test` holds the lock on .build while tests run, and
+# switching --static-swift-stdlib on and off would recompile every module of .build/release).
+STATIC_SCRATCH := .build/container-static
+static: deps
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfewd
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfew
+
+# .build/deb/curfew_<version>_<arch>.deb (packaging/deb/build.sh), then lintian: errors fail the build;
+# the remaining tags are overridden with the reason in packaging/deb/lintian-overrides (packaging/README.md).
+DEB_APT_PACKAGES := dpkg-dev binutils python3 lintian
+DEB_DIR := .build/deb
+deb: static
+	@missing=$$(for p in $(DEB_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; fi
+	@rm -f $(DEB_DIR)/curfew_*.deb
+	@deb=$$(packaging/deb/build.sh $(STATIC_SCRATCH)/release $(DEB_DIR)) && ls -l $$deb && \
+	lintian --fail-on error --display-info --info $$deb
 
 # The tracking benchmark also loads Timekpr-nExT's own scanner (downloaded with apt-get download).
 BENCH_APT_PACKAGES := python3-psutil python3-gi python3-dbus

@@ -15,8 +15,11 @@ SUITE=bookworm
 MIRROR=${CURFEW_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${CURFEW_ROOTFS_CACHE:-/var/cache/curfew-tests}
 # sqlite3 brings libsqlite3-0 and apt (in minbase) brings libstdc++6: with them the statically linked
-# Swift binaries find every shared library they need (libsystemd0 comes with systemd).
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3
+# Swift binaries find every shared library they need (libsystemd0 comes with systemd). The Debian
+# package's other dependencies are named too, although minbase has them (Priority: required), because
+# the package test installs it with apt-get and no network: libpam-runtime (pam-auth-update),
+# libpam-modules (pam_exec), init-system-helpers (deb-systemd-helper).
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers
 TEST_USER=kid
 TEST_UID=1500
 

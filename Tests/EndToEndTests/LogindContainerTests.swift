@@ -14,12 +14,7 @@ import Testing
 /// Runs as root unless CURFEW_CONTAINER_TESTS=0. A machine that cannot boot the container (no
 /// systemd-nspawn, no overlayfs, no network for the first debootstrap, ...) fails the test with the reason:
 /// set CURFEW_CONTAINER_TESTS=0 to leave it out knowingly.
-@Suite(
-    .serialized,
-    .enabled(
-        if: getuid() == 0 && ProcessInfo.processInfo.environment["CURFEW_CONTAINER_TESTS"] != "0",
-        "needs root (debootstrap, systemd-nspawn); CURFEW_CONTAINER_TESTS=0 leaves it out"),
-    .timeLimit(.minutes(30)))
+@Suite(.serialized, .containerTests, .timeLimit(.minutes(30)))
 struct LogindContainerTests {
     static let stateDir = "/var/lib/curfew-test"
     static let socket = "/run/curfew-test.sock"
@@ -52,10 +47,12 @@ struct LogindContainerTests {
             at: CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps"), to: stage.appendingPathComponent("apps"))
         chmod(stage.path, 0o755)
 
-        let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)
-        defer { container.stop() }
-        try container.scenario()
-        try container.enforcementScenario()
+        try ContainerLock.holding {
+            let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)
+            defer { container.stop() }
+            try container.scenario()
+            try container.enforcementScenario()
+        }
     }
 }
 
@@ -436,6 +433,34 @@ extension BootedContainer {
         #expect(lockEvents >= 2, "session-locked events: \(lockEvents)")
         #expect((try? kidSessions())?.isEmpty == false, "lock must not end the session")
         try ok(["systemctl", "stop", "curfewd-enforce", "lockwatch"])
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// The container tests run as root unless CURFEW_CONTAINER_TESTS=0.
+    static var containerTests: Self {
+        .enabled(
+            if: getuid() == 0 && ProcessInfo.processInfo.environment["CURFEW_CONTAINER_TESTS"] != "0",
+            "needs root (debootstrap, systemd-nspawn); CURFEW_CONTAINER_TESTS=0 leaves it out")
+    }
+}
+
+/// One booted container at a time: the container tests of different suites may run in parallel
+/// (`swift test --parallel`), and two systemd machines with their agents on two cores would make
+/// each other's timing checks (1 s) fail. flock(2) on a file beside the cached roots.
+enum ContainerLock {
+    static func holding<T>(_ body: () throws -> T) throws -> T {
+        let directory = ProcessInfo.processInfo.environment["CURFEW_ROOTFS_CACHE"] ?? "/var/cache/curfew-tests"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = "\(directory)/.container-lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw TestFailure("flock \(path): errno \(errno)") }
+        }
+        defer { flock(fd, LOCK_UN) }
+        return try body()
     }
 }
 

@@ -1,0 +1,287 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Debian package on a booted systemd: `apt-get install ./curfew_*.deb` in the container of
+/// LogindContainerTests (Tests/Container), with no network, so every dependency must already be in the
+/// cached root; then the promises of SPEC.md with nothing but what the package installed: the unit
+/// (hardened as shipped), the default state directory and socket, the pam-auth-update profile.
+///
+/// Runs as root unless CURFEW_CONTAINER_TESTS=0, like LogindContainerTests.
+@Suite(.serialized, .containerTests, .timeLimit(.minutes(30)))
+struct PackageContainerTests {
+    @Test func theDebianPackageInstallsEnforcesAndPurges() throws {
+        ContainerWorkDirectory.removeStale("curfew-package-container", olderThan: 3600)
+        let work = try ContainerWorkDirectory("curfew-package-container")
+        defer { work.remove() }
+        let deb = try DebianPackage.build(work: work)
+        let root = try ContainerScript.rootFileSystem(work: work)
+        // What the container sees at /opt/curfew: the package alone.
+        let stage = work.url.appendingPathComponent("opt-curfew")
+        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
+        // A hard link: the package is 35 MB.
+        let staged = stage.appendingPathComponent(deb.lastPathComponent)
+        if (try? FileManager.default.linkItem(at: deb, to: staged)) == nil { try FileManager.default.copyItem(at: deb, to: staged) }
+        chmod(stage.path, 0o755)
+
+        try ContainerLock.holding {
+            let started = Date()
+            let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)
+            defer { container.stop() }
+            try container.packageScenario(deb: "/opt/curfew/\(deb.lastPathComponent)")
+            print("package scenario in the container: \(String(format: "%.1f", Date().timeIntervalSince(started))) s with the boot")
+        }
+    }
+}
+
+/// The .deb under test: $CURFEW_DEB when set (`make test` passes the one `make deb` just built and
+/// lintian checked), else `packaging/deb/build.sh` over the statically linked binaries
+/// (StaticCurfewBinaries, which builds them when needed): the same package from the same binaries.
+enum DebianPackage {
+    static func build(work: ContainerWorkDirectory) throws -> URL {
+        if let given = ProcessInfo.processInfo.environment["CURFEW_DEB"], !given.isEmpty {
+            guard given.hasSuffix(".deb"), FileManager.default.fileExists(atPath: given) else {
+                throw TestFailure("CURFEW_DEB=\(given) is not a .deb file")
+            }
+            return URL(fileURLWithPath: given)
+        }
+        let binaries = try StaticCurfewBinaries.locate(work: work)
+        let started = Date()
+        let script = CurfewRunner.repositoryRoot.appendingPathComponent("packaging/deb/build.sh").path
+        let result = try ContainerScript.run(
+            [script, binaries.path, work.url.appendingPathComponent("deb").path], work: work, timeout: 600)
+        guard result.status == 0, let path = result.stdout.split(separator: "\n").last.map(String.init),
+            path.hasSuffix(".deb")
+        else { throw TestFailure("packaging/deb/build.sh failed:\n\(result)") }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        print("built \(path) (\(size / 1024) KiB) in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        return URL(fileURLWithPath: path)
+    }
+}
+
+extension BootedContainer {
+    static let machineID = "6375726665777465737430303030303a"  // rootfs.sh's fixed /etc/machine-id
+
+    /// `curfew` as installed, with its defaults (/var/lib/curfew, /run/curfew/curfewd.sock, the catalog
+    /// in /etc/curfew/apps and /usr/share/curfew/apps).
+    @discardableResult
+    func installedCurfew(_ arguments: [String]) throws -> String {
+        try ok(["/usr/bin/curfew"] + arguments)
+    }
+
+    /// A command as kid, without PAM's account stack (runuser), so it works while kid is locked out.
+    func asKid(_ arguments: [String]) throws -> ContainerScript.Result {
+        try run(["runuser", "-u", "kid", "--"] + arguments)
+    }
+
+    /// `systemctl show curfewd` property by property.
+    func unit(_ names: [String]) throws -> [String: String] {
+        let output = try ok(["systemctl", "show", "curfewd.service"] + names.map { "--property=\($0)" })
+        var properties: [String: String] = [:]
+        for line in output.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            if parts.count == 2 { properties[parts[0]] = parts[1] }
+        }
+        return properties
+    }
+
+    /// kid's live status from the agent (`counting` is set only by the agent), asked by kid through the
+    /// socket: screen seconds.
+    func kidScreenSeconds() throws -> Double {
+        let result = try asKid(["/usr/bin/curfew", "status", "--json"])
+        guard result.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+            let screen = json["screenSeconds"] as? NSNumber, json["counting"] is Bool
+        else { throw TestFailure("kid's curfew status: \(result)\n\(packageDiagnostics())") }
+        return screen.doubleValue
+    }
+
+    func packageDiagnostics() -> String {
+        let agent = (try? run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", "curfewd"]))?.stdout ?? ""
+        let system = (try? run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "40"]))?.stdout ?? ""
+        return "curfewd's journal:\n\(agent)\nthe container's journal:\n\(system)"
+    }
+
+    /// Files that tell whether the package is there, and PAM's account stack.
+    func leftovers() throws -> [String] {
+        let paths = [
+            "/usr/bin/curfew", "/usr/sbin/curfewd", "/lib/systemd/system/curfewd.service", "/usr/lib/tmpfiles.d/curfew.conf",
+            "/usr/share/pam-configs/curfew", "/usr/share/curfew", "/usr/share/man/man1/curfew.1.gz", "/usr/share/doc/curfew",
+            "/etc/systemd/system/multi-user.target.wants/curfewd.service", "/etc/systemd/system/curfewd.service",
+            "/var/lib/curfew", "/run/curfew",
+        ]
+        return try paths.filter { try run(["test", "-e", $0]).status == 0 }
+    }
+
+    func packageScenario(deb: String) throws {
+        // Before: PAM's stacks as libpam-runtime made them, and a parent's own catalog entry for a game
+        // (the agent reads /etc/curfew/apps at start).
+        let pamBefore = try ok(["sh", "-c", "md5sum /etc/pam.d/common-*"])
+        try ok([
+            "sh", "-c",
+            """
+            cp /bin/sleep /usr/local/bin/sleepgame && mkdir -p /etc/curfew/apps && \
+            echo '{"name": "sleepgame", "category": "game", "match": {"executableNames": ["sleepgame"]}}' \
+            > /etc/curfew/apps/sleepgame.json
+            """,
+        ])
+
+        // Install with apt, offline: every dependency is already in the root.
+        var clock = Date()
+        try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", deb], timeout: 180)
+        let installSeconds = Date().timeIntervalSince(clock)
+        try waitUntil(seconds: 15, "curfewd active") { (try? unit(["ActiveState"]))?["ActiveState"] == "active" }
+        // Type=notify: active only after READY=1; StatusText is the agent's STATUS= through the notify socket.
+        let state = try unit(["ActiveState", "SubState", "Type", "StatusText", "NRestarts", "UnitFileState", "MainPID"])
+        #expect(state["ActiveState"] == "active" && state["SubState"] == "running" && state["Type"] == "notify", "\(state)")
+        #expect(state["UnitFileState"] == "enabled", "\(state)")
+        try waitUntil(seconds: 5, "the agent's STATUS=") { (try? unit(["StatusText"]))?["StatusText"]?.hasPrefix("tracking") == true }
+        // The hardening as systemd rates it (packaging/README.md records the figure): exposure 3.0 or less
+        // ("→ Overall exposure level for curfewd.service: 2.8 OK :-)").
+        let analysis = try ok(["systemd-analyze", "security", "--no-pager", "curfewd.service"])
+        let exposure = analysis.split(separator: "\n").last { $0.contains("Overall exposure level") }
+            .flatMap { $0.components(separatedBy: "curfewd.service: ").last?.split(separator: " ").first }.flatMap { Double($0) }
+        #expect(exposure.map { $0 <= 3.0 } == true, "systemd-analyze security curfewd: \(analysis.suffix(400))")
+        // postinst: the state directory (0700) with the parent key, the socket for everyone, PAM wired by
+        // pam-auth-update into the Additional block of common-account.
+        #expect(try ok(["stat", "-c", "%a %U", "/var/lib/curfew", "/var/lib/curfew/keys/signing.key"]) == "700 root\n600 root\n")
+        #expect(try ok(["stat", "-c", "%a %F", "/run/curfew", "/run/curfew/curfewd.sock"]) == "755 directory\n666 socket\n")
+        let account = try ok(["cat", "/etc/pam.d/common-account"])
+        let additional = account.components(separatedBy: "# and here are more per-package modules (the \"Additional\" block)")
+        #expect(
+            additional.count == 2 && additional[1].hasPrefix("\naccount\trequired\tpam_exec.so quiet stdout /usr/bin/curfew check-login\n"),
+            "common-account:\n\(account)")
+        #expect(!account.contains("@include"), "a hand-made include: \(account)")
+        // Man pages and completions made from the CLI's own help.
+        let manual = try ok(["sh", "-c", "zcat /usr/share/man/man1/curfew.1.gz"])
+        #expect(manual.contains(".SS check\\-login") && manual.contains("\\-\\-state\\-dir"), "curfew.1:\n\(manual.prefix(2000))")
+        try ok(["test", "-s", "/usr/share/man/man8/curfewd.8.gz"])
+        try ok(["grep", "-q", "check-login", "/usr/share/bash-completion/completions/curfew"])
+
+        // A parent's first policy, with the installed defaults; the agent confirms every change.
+        try installedCurfew(["user", "add", "kid"])
+        try installedCurfew(["timezone", "kid", "UTC"])
+        try installedCurfew(["bedtime", "kid", "off"])
+        try installedCurfew(["warnings", "kid", "1"])
+        let limited = try installedCurfew(["limit", "kid", "15m"])
+        #expect(limited.contains("curfew-test: applied v"), "\(limited)")
+        try installedCurfew(["app", "block", "kid", "sleepgame"])
+
+        // A blocked app dies: kid starts it (a unit of its own, as a desktop would), SIGTERM ends it.
+        clock = Date()
+        let game = try run(["systemd-run", "--wait", "--unit=kidgame", "--property=User=kid", "/usr/local/bin/sleepgame", "300"], timeout: 30)
+        let gameSeconds = Date().timeIntervalSince(clock)
+        #expect((game.stdout + game.stderr).contains("code=killed/status=TERM"), "\(game)")
+        #expect(gameSeconds < 5, "the blocked game lived \(gameSeconds) s")
+
+        // The child cannot stop the agent, read its state, or reach its shared directory.
+        let stopped = try asKid(["systemctl", "stop", "curfewd"])
+        #expect(stopped.status != 0, "kid stopped curfewd: \(stopped)")
+        let readState = try asKid(["ls", "/var/lib/curfew"])
+        #expect(readState.status != 0 && readState.stderr.contains("Permission denied"), "\(readState)")
+        let readDatabase = try asKid(["cat", "/var/lib/curfew/curfew.db"])
+        #expect(readDatabase.status != 0, "\(readDatabase)")
+        let writeRecord = try asKid(["touch", "/var/lib/curfew/shared/records/forged.json"])
+        #expect(writeRecord.status != 0, "\(writeRecord)")
+        #expect(try unit(["MainPID"])["MainPID"] == state["MainPID"], "the agent was restarted")
+        // A record kid signs with a key of kid's own, even when it lands in the shared directory (one a
+        // sync tool fills, say), is rejected and changes nothing.
+        let kidState = "/tmp/kid-curfew"
+        for arguments in [["init"], ["user", "add", "kid", "--no-wait"], ["limit", "kid", "unlimited", "--no-wait"]] {
+            let result = try asKid(["/usr/bin/curfew"] + arguments + ["--state-dir", kidState])
+            #expect(result.status == 0, "kid's own curfew \(arguments): \(result)")
+        }
+        let forged = try ok(["sh", "-c", "ls \(kidState)/shared/records/ | grep -E '^[0-9a-f]{64}\\.json$'"])
+            .split(separator: "\n").map(String.init)
+        #expect(forged.count == 2, "kid's records: \(forged)")
+        try ok(["sh", "-c", "cp \(kidState)/shared/records/*.json /var/lib/curfew/shared/records/"])
+        for record in forged {
+            let confirmation = "/var/lib/curfew/shared/confirmations/\(Self.machineID)/\(record)"
+            try waitUntil(seconds: 10, "the agent's verdict on \(record)") { (try? run(["test", "-s", confirmation]))?.status == 0 }
+            let verdict = try ok(["cat", confirmation])
+            #expect(verdict.contains("\"outcome\":\"rejected\"") && verdict.contains("not trusted"), "\(verdict)")
+        }
+        let policy = try installedCurfew(["policy", "show", "kid", "--json"])
+        #expect(policy.contains("\"dailyLimitMinutes\": 15"), "\(policy)")
+
+        // kid logs in on a console (PAM through pam-auth-update's stack lets kid in) and is counted.
+        let session = try consoleLogin(unit: "kidconsole", typescript: "/tmp/kid-console")
+        let loggedIn = Date()
+        try waitUntil(seconds: 15, "kid counted") { ((try? kidScreenSeconds()) ?? 0) >= 4 }
+        // 45 seconds of today's 15 minutes left after the crash below: the rest is written to the
+        // database now (the running agent adds what it counts to the rows; it reads them at start).
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        let counted = try kidScreenSeconds()
+        let preset = Int((15 * 60 - 45 - counted) * 1000)
+        try ok([
+            "sqlite3", "/var/lib/curfew/curfew.db",
+            "INSERT INTO usage (user, day, hour, app, milliseconds) VALUES ('kid', '\(formatter.string(from: Date()))', 0, '', \(preset)) ON CONFLICT (user, day, hour, app) DO UPDATE SET milliseconds = milliseconds + excluded.milliseconds;",
+        ])
+
+        // kill -9: systemd brings the agent back within seconds, and no more than 5 s of usage is lost.
+        let beforeKill = try kidScreenSeconds()
+        let killed = Date()
+        try ok(["systemctl", "kill", "--signal=KILL", "curfewd"])
+        try waitUntil(seconds: 10, "curfewd restarted after SIGKILL") {
+            guard let now = try? unit(["ActiveState", "NRestarts", "MainPID"]) else { return false }
+            return now["ActiveState"] == "active" && now["NRestarts"] == "1" && now["MainPID"] != state["MainPID"]
+        }
+        let restartSeconds = Date().timeIntervalSince(killed)
+        let afterKill = try kidScreenSeconds() - Double(preset) / 1000
+        let sinceKill = Date().timeIntervalSince(killed)
+        #expect(
+            afterKill >= beforeKill - 5 && afterKill <= beforeKill + sinceKill + 1,
+            "before SIGKILL \(beforeKill) s, after the restart \(afterKill) s (\(sinceKill) s later)\n\(packageDiagnostics())")
+
+        // At the limit: warned on the terminal, then logged out through logind.
+        try waitUntil(seconds: 60, "the warnings on kid's terminal") {
+            typescript("/tmp/kid-console").contains("10 seconds of screen time left today")
+        }
+        #expect(typescript("/tmp/kid-console").contains("Curfew: 30 seconds left"), "\(typescript("/tmp/kid-console"))")
+        try waitUntil(seconds: 20, "kid's session ended") { (try? kidSessions())?.contains(session) == false }
+        let sessionSeconds = Date().timeIntervalSince(loggedIn)
+        let events = try installedCurfew(["events", "--json"])
+        for kind in ["warning", "lockout", "session-ended", "app-stopped", "agent-started"] {
+            #expect(events.contains("\"kind\": \"\(kind)\""), "\(kind): \(events)")
+        }
+        // PAM (pam-auth-update's common-account) refuses the next login.
+        let refused = try suKid()
+        #expect(refused.status != 0, "su - kid got in: \(refused.output)")
+        #expect(refused.output.contains("Curfew: kid may not log in now: today's limit of 15m is used up."), "\(refused.output)")
+
+        // remove: the agent and PAM's line go, the data stays; kid may log in again.
+        try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y", "curfew"], timeout: 120)
+        // What stays: the data, the socket's directory, and the unit's mask that debhelper's postrm
+        // also leaves after remove (a unit file of the removed package cannot be started by accident).
+        let afterRemove = try leftovers()
+        #expect(afterRemove == ["/etc/systemd/system/curfewd.service", "/var/lib/curfew", "/run/curfew"], "after remove: \(afterRemove)")
+        #expect(try ok(["readlink", "/etc/systemd/system/curfewd.service"]) == "/dev/null\n")
+        #expect(!(try ok(["cat", "/etc/pam.d/common-account"])).contains("curfew"))
+        #expect(try suKid().status == 0, "su - kid after remove")
+        #expect((try? run(["pgrep", "-x", "curfewd"]))?.status == 1, "curfewd still runs after remove")
+        // Installed again: what remove kept is in force again (kid is still managed and out of time).
+        try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends", deb], timeout: 180)
+        try waitUntil(seconds: 15, "curfewd active again") { (try? unit(["ActiveState"]))?["ActiveState"] == "active" }
+        let again = try installedCurfew(["policy", "show", "kid", "--json"])
+        #expect(again.contains("\"dailyLimitMinutes\": 15"), "\(again)")
+        #expect(try suKid().status != 0, "su - kid after reinstalling")
+        // purge, straight from installed: nothing of it is left, and PAM's stacks are byte for byte what
+        // they were.
+        try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "curfew"], timeout: 120)
+        let afterPurge = try leftovers()
+        #expect(afterPurge == [], "after purge: \(afterPurge)")
+        #expect(try ok(["sh", "-c", "md5sum /etc/pam.d/common-*"]) == pamBefore)
+        let grep = try run(["grep", "-rl", "curfew", "/etc/pam.d", "/etc/systemd", "/lib/systemd/system", "/usr/lib/tmpfiles.d"])
+        #expect(grep.status == 1 && grep.stdout.isEmpty, "left after purge: \(grep.stdout)")
+        let dpkg = try run(["dpkg-query", "-W", "-f=${Status}", "curfew"])
+        #expect(dpkg.status != 0 || dpkg.stdout.contains("not-installed"), "\(dpkg)")
+
+        print(
+            "package in the container: exposure \(exposure.map { String($0) } ?? "?"); installed in \(String(format: "%.1f", installSeconds)) s; blocked game died after \(String(format: "%.1f", gameSeconds)) s; back \(String(format: "%.1f", restartSeconds)) s after SIGKILL (\(Int(beforeKill)) s counted before, \(Int(afterKill)) s after); logged out \(String(format: "%.1f", sessionSeconds)) s after login; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines))"
+        )
+    }
+}

@@ -1,0 +1,125 @@
+#!/bin/bash
+# Builds curfew_<version>_<arch>.deb with dpkg-deb from the two binaries linked with the Swift standard
+# library statically (`swift build -c release --static-swift-stdlib`, see the Makefile's `deb` target).
+#
+#   packaging/deb/build.sh BINDIR OUTDIR      prints the path of the .deb
+#
+# The version is the binaries' own (`curfew --version`) with the Debian revision of the top entry of
+# packaging/deb/changelog, which must name the same upstream version. Depends come from
+# dpkg-shlibdeps (the shared libraries the binaries really link) plus what the maintainer scripts and
+# the agent run: pam-auth-update, pam_exec, systemd's busctl, deb-systemd-helper (setpriv is in
+# util-linux, which is essential).
+set -euo pipefail
+
+die() { echo "build.sh: $*" >&2; exit 1; }
+[ $# -eq 2 ] || die "usage: build.sh BINDIR OUTDIR"
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BINDIR=$(cd "$1" && pwd)
+mkdir -p "$2"
+OUTDIR=$(cd "$2" && pwd)
+for tool in dpkg-deb dpkg-shlibdeps strip gzip python3; do
+    command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3)"
+done
+for binary in curfew curfewd; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+
+upstream=$("$BINDIR/curfew" --version)
+[[ "$upstream" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || die "curfew --version must print a version, got '$upstream'"
+[ "$("$BINDIR/curfewd" --version)" = "$upstream" ] || die "curfew and curfewd report different versions"
+top=$(head -n 1 "$HERE/changelog")
+[[ "$top" =~ ^curfew\ \(([^\)]+)\) ]] || die "packaging/deb/changelog: first line is not an entry: $top"
+version=${BASH_REMATCH[1]}
+[ "${version%-*}" = "$upstream" ] ||
+    die "packaging/deb/changelog's top entry is version ${version%-*}, the binaries are $upstream: add an entry"
+arch=$(dpkg --print-architecture)
+# Dates in the package (man pages, changelog) come from the changelog, so the same input gives the same .deb.
+changelog_date=$(sed -n 's/^ -- .*>  //p' "$HERE/changelog" | head -n 1)
+export SOURCE_DATE_EPOCH=$(date -d "$changelog_date" +%s)
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+root=$stage/root
+umask 022
+
+# Binaries, stripped as dh_strip does (lintian: unstripped-binary-or-object).
+install -D -m 755 "$BINDIR/curfew" "$root/usr/bin/curfew"
+install -D -m 755 "$BINDIR/curfewd" "$root/usr/sbin/curfewd"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/sbin/curfewd"
+
+install -D -m 644 "$REPO/packaging/systemd/curfewd.service" "$root/lib/systemd/system/curfewd.service"
+install -D -m 644 "$REPO/packaging/tmpfiles/curfew.conf" "$root/usr/lib/tmpfiles.d/curfew.conf"
+install -D -m 644 "$REPO/packaging/pam-configs/curfew" "$root/usr/share/pam-configs/curfew"
+
+# The default policy and the app catalog (the CLI and the agent read /etc/curfew/apps, then
+# /usr/share/curfew/apps).
+install -D -m 644 "$REPO/policies/default.json" "$root/usr/share/curfew/policies/default.json"
+mkdir -p "$root/usr/share/curfew/apps" "$root/usr/share/doc/curfew/examples"
+install -m 644 "$REPO"/policies/apps/*.json "$root/usr/share/curfew/apps/"
+install -m 644 "$REPO"/policies/examples/*.json "$root/usr/share/doc/curfew/examples/"
+
+# Man pages from the binaries' own help.
+day=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
+mkdir -p "$root/usr/share/man/man1" "$root/usr/share/man/man8"
+python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" > "$root/usr/share/man/man1/curfew.1"
+python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" > "$root/usr/share/man/man8/curfewd.8"
+gzip -9n "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"
+
+# Completions, from ArgumentParser.
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
+    "$root/usr/share/fish/vendor_completions.d"
+"$BINDIR/curfew" --generate-completion-script bash > "$root/usr/share/bash-completion/completions/curfew"
+"$BINDIR/curfew" --generate-completion-script zsh > "$root/usr/share/zsh/vendor-completions/_curfew"
+"$BINDIR/curfew" --generate-completion-script fish > "$root/usr/share/fish/vendor_completions.d/curfew.fish"
+# A completion is sourced, not run: no #! line (lintian: bash-completion-with-hashbang).
+sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/curfew"
+for file in "$root/usr/share/bash-completion/completions/curfew" "$root/usr/share/zsh/vendor-completions/_curfew" \
+    "$root/usr/share/fish/vendor_completions.d/curfew.fish"; do
+    [ -s "$file" ] || die "curfew --generate-completion-script wrote nothing for $file"
+    chmod 644 "$file"
+done
+
+install -m 644 "$HERE/copyright" "$root/usr/share/doc/curfew/copyright"
+install -D -m 644 "$HERE/lintian-overrides" "$root/usr/share/lintian/overrides/curfew"
+gzip -9nc "$HERE/changelog" > "$root/usr/share/doc/curfew/changelog.Debian.gz"
+chmod 644 "$root/usr/share/doc/curfew/changelog.Debian.gz"
+
+# Depends: dpkg-shlibdeps reads debian/control of a source tree; give it a minimal one.
+mkdir -p "$stage/src/debian"
+printf 'Source: curfew\n\nPackage: curfew\nArchitecture: any\n' > "$stage/src/debian/control"
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" 2> "$stage/shlibdeps.log") ||
+    die "dpkg-shlibdeps failed: $(cat "$stage/shlibdeps.log")"
+shlibs=${shlibs#shlibs:Depends=}
+[ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
+depends="$shlibs, libpam-runtime (>= 1.0.1-6), libpam-modules, systemd, init-system-helpers (>= 1.52)"
+
+install -d -m 755 "$root/DEBIAN"
+installed_size=$(du -sk --apparent-size --exclude=DEBIAN "$root" | cut -f1)
+cat > "$root/DEBIAN/control" << EOF
+Package: curfew
+Version: $version
+Architecture: $arch
+Maintainer: $(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$HERE/changelog" | head -n 1)
+Installed-Size: $installed_size
+Depends: $depends
+Section: admin
+Priority: optional
+Description: family screen-time rules for Linux: limits, bedtimes, app rules
+ Curfew counts each managed user's screen and app time and enforces daily
+ limits, bedtimes that may cross midnight and per-app rules: it warns the
+ child on the desktop and the terminal, ends or locks sessions at zero, stops
+ blocked apps within a second, and refuses logins at bedtime through PAM.
+ .
+ Policy is a signed record in a shared directory (local, or synced between
+ the family's computers with Syncthing or NFS); every computer confirms what
+ it applied. This package has the curfew command, the curfewd agent (a
+ systemd service), the PAM login check and the app catalog.
+EOF
+install -m 755 "$HERE/postinst" "$HERE/prerm" "$HERE/postrm" "$root/DEBIAN/"
+(cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
+    > "$root/DEBIAN/md5sums"
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+find "$root" -type d -exec chmod 755 {} +
+
+deb="$OUTDIR/curfew_${version}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" > /dev/null
+echo "$deb"
