@@ -71,8 +71,12 @@ final class UsageExchange {
                 }
             }
         }
-        let days = Set(agent.state.policies.map { "\($0.key)/" })
-        published = published.filter { entry in days.contains { entry.key.hasPrefix($0) } }
+        // Forget what was written for users no longer managed and for days before yesterday.
+        let current = Set(agent.state.policies.flatMap { user, policy in
+            let today = Schedule.zone(for: policy).localTime(at: now).date
+            return [today.adding(days: -1), today].map { "\(user)/\($0)" }
+        })
+        published = published.filter { current.contains($0.key) }
     }
 
     /// Reads the other computers' summaries of today for users whose daily limit counts every

@@ -28,17 +28,24 @@ struct UsageAcrossComputersTests {
         return try jsonObject(result.stdout)
     }
 
-    func today() -> LocalDate { ZoneRules(TimeZone.current).localTime(at: Int64(Date().timeIntervalSince1970)).date }
-
-    @Test func eachComputerCountsTheOthersTimeWhenThePolicySaysSo() throws {
+    /// Three agents' state directories on one shared directory, and the account managed with `limit`
+    /// counted over every computer, no bedtime.
+    func setUp(limit: String) throws -> (Accounts.Account, SyncConfirmationTests.Family) {
         let account = try TestAccount.ensure(Self.account)
         let family = try SyncConfirmationTests.Family()
-        defer { family.cleanUp() }
         for arguments in [
-            ["user", "add", account.name], ["limit", account.name, "8h", "--computers", "all"], ["bedtime", account.name, "off"],
+            ["user", "add", account.name], ["limit", account.name, limit, "--computers", "all"], ["bedtime", account.name, "off"],
         ] {
             try family.parent.ok(arguments + ["--shared-dir", family.shared, "--no-wait"])
         }
+        return (account, family)
+    }
+
+    func today() -> LocalDate { ZoneRules(TimeZone.current).localTime(at: Int64(Date().timeIntervalSince1970)).date }
+
+    @Test func eachComputerCountsTheOthersTimeWhenThePolicySaysSo() throws {
+        let (account, family) = try setUp(limit: "8h")
+        defer { family.cleanUp() }
         let shown = try family.parent.ok(["policy", "show", account.name, "--json", "--shared-dir", family.shared]).stdout
         #expect(shown.contains("\"limitScope\": \"all-computers\""), "\(shown)")
         let a = try start(family, 0)
@@ -106,14 +113,8 @@ struct UsageAcrossComputersTests {
     /// figures of the computer that used the time. The other computer is played by the test with
     /// that computer's real machine key (it announced itself, so its key is pinned here).
     @Test func anotherComputersTimeUsesUpTheLimitHere() throws {
-        let account = try TestAccount.ensure(Self.account)
-        let family = try SyncConfirmationTests.Family()
+        let (account, family) = try setUp(limit: "15m")
         defer { family.cleanUp() }
-        for arguments in [
-            ["user", "add", account.name], ["limit", account.name, "15m", "--computers", "all"], ["bedtime", account.name, "off"],
-        ] {
-            try family.parent.ok(arguments + ["--shared-dir", family.shared, "--no-wait"])
-        }
         // B starts once so that it announces its key, then is off for the rest of the day.
         let b = try start(family, 1)
         #expect(b.stop() == 0)
