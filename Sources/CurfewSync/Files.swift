@@ -23,6 +23,12 @@ public struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM }
     public var isMissing: Bool { errno == ENOENT || errno == ENOTDIR }
+
+    /// A failure that says nothing about the file itself and may pass by the next try: out of
+    /// descriptors or memory, an I/O error, a network file system that timed out or lost the handle.
+    public var isTransient: Bool {
+        [EMFILE, ENFILE, ENOMEM, EIO, EAGAIN, EINTR, ESTALE, ETIMEDOUT, ENOLCK, EBUSY].contains(errno)
+    }
 }
 
 /// Small wrappers over POSIX calls, each checking its return code in one place and retrying EINTR.

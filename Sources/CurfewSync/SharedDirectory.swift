@@ -155,6 +155,11 @@ public struct RecordScan: Sendable {
                 case .rejected(let reason, _) where young && RecordVerifier.mayBeIncomplete(reason):
                     scan.incomplete.append(name)
                     continue
+                case .rejected(let reason, let user) where reason.hasPrefix(RecordVerifier.transientPrefix):
+                    // Not indexed: an I/O error or a full descriptor table must not reject a good
+                    // record for as long as its file stays the same.
+                    scan.ignored.append(IgnoredRecord(name: name, reason: reason, user: user))
+                    continue
                 case .rejected(let reason, let user):
                     verdict = .invalid(reason: reason)
                     claimedUser = user
@@ -253,6 +258,9 @@ public enum RecordVerifier {
     public struct Failure: Error { public var outcome: Outcome }
 
     static let hashMismatch = "content does not match its name (hash)"
+    /// Starts the reason of a file that could not be read for a passing cause (`FileError.isTransient`):
+    /// such a verdict is not indexed, so the file is read again at the next scan.
+    public static let transientPrefix = "could not be read this time: "
 
     /// Whether a file rejected for `reason` may be one still being written: its bytes do not (yet)
     /// match its name, or are not (yet) a whole JSON document.
@@ -299,6 +307,7 @@ public enum RecordVerifier {
             if error.operation == "read oversized file" {
                 return reject("record is larger than \(RecordFormat.maxBytes) bytes")
             }
+            if error.isTransient { return reject(transientPrefix + error.description) }
             return reject(error.description)
         }
         guard "\(sha256Hex(bytes)).json" == name else { return reject(hashMismatch) }
