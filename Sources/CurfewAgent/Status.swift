@@ -50,25 +50,22 @@ public struct UserStatus: Sendable, Equatable {
     public static func seconds(_ milliseconds: Int64) -> Int64 { (milliseconds + 500) / 1000 }
 
     public var json: JSONValue {
-        var object = JSONObject([
-            ("user", .string(user)),
-            ("date", .string("\(date)")),
-            ("timezone", .string(timezone)),
-            ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
-        ])
-        if let otherComputersMilliseconds {
-            // Only when the daily limit counts every computer: what the other computers add to it.
-            object["otherComputersSeconds"] = .int(UserStatus.seconds(otherComputersMilliseconds))
-        }
-        for (key, value) in [
-            ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
-            ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
-            ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
-            ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
-            ("state", .string(decision.state.rawValue)),
-        ] as [(String, JSONValue)] {
-            object[key] = value
-        }
+        // otherComputersSeconds only when the daily limit counts every computer: what they add to it.
+        let others: [(String, JSONValue)] =
+            otherComputersMilliseconds.map { [("otherComputersSeconds", .int(UserStatus.seconds($0)))] } ?? []
+        var object = JSONObject(
+            [
+                ("user", .string(user)),
+                ("date", .string("\(date)")),
+                ("timezone", .string(timezone)),
+                ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
+            ] + others + [
+                ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
+                ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
+                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
+                ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
+                ("state", .string(decision.state.rawValue)),
+            ])
         object["reason"] = decision.reason.map { .string($0) } ?? .null
         object["nextChange"] =
             decision.nextChange.map {

@@ -17,7 +17,13 @@ final class UsageExchange {
     var published: [String: [UsageSummary.Bucket]] = [:]
     var reported = Set<String>()
 
-    init(agent: Agent) { self.agent = agent }
+    /// Deriving a key id expands the private key (as costly as a signature): once, not per summary.
+    let machineKeyID: String
+
+    init(agent: Agent) {
+        self.agent = agent
+        machineKeyID = agent.machine.key.id
+    }
 
     var logger: Logger { agent.logger }
     var shared: SharedDirectory { agent.loader.shared }
@@ -45,22 +51,24 @@ final class UsageExchange {
     /// Writes today's and yesterday's summary of every managed user whose figures changed since
     /// they were last written (yesterday's: its last minutes may not have been written before midnight).
     func publish(now: Int64) {
+        var current = Set<String>()
         for (user, policy) in agent.state.policies {
             let today = Schedule.zone(for: policy).localTime(at: now).date
             for day in [today.adding(days: -1), today] {
+                let key = "\(user)/\(day)"
+                current.insert(key)
                 let rows: [UsageTable.Row]
                 do { rows = try agent.store.read { try UsageTable.rows(user: user, from: day, through: day, $0) } } catch {
                     logger.error("cannot read usage to share", metadata: ["user": "\(user)", "error": "\(error)"])
                     continue
                 }
-                let buckets = rows.filter { $0.milliseconds > 0 }.map {
-                    UsageSummary.Bucket(hour: $0.hour, app: $0.app, milliseconds: $0.milliseconds)
-                }
-                let key = "\(user)/\(day)"
-                guard !buckets.isEmpty, published[key] != buckets.sorted() else { continue }
                 let summary = UsageSummary(
-                    machine: agent.machine.id, host: agent.machine.host, key: agent.machine.key.id, user: user, day: day,
-                    buckets: buckets, time: now)
+                    machine: agent.machine.id, host: agent.machine.host, key: machineKeyID, user: user, day: day,
+                    buckets: rows.filter { $0.milliseconds > 0 }.map {
+                        UsageSummary.Bucket(hour: $0.hour, app: $0.app, milliseconds: $0.milliseconds)
+                    },
+                    time: now)
+                guard !summary.buckets.isEmpty, published[key] != summary.buckets else { continue }
                 do {
                     try shared.publish(summary, as: agent.machine)
                     published[key] = summary.buckets
@@ -72,10 +80,6 @@ final class UsageExchange {
             }
         }
         // Forget what was written for users no longer managed and for days before yesterday.
-        let current = Set(agent.state.policies.flatMap { user, policy in
-            let today = Schedule.zone(for: policy).localTime(at: now).date
-            return [today.adding(days: -1), today].map { "\(user)/\($0)" }
-        })
         published = published.filter { current.contains($0.key) }
     }
 

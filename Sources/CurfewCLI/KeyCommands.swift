@@ -31,7 +31,7 @@ struct KeyCommand: ParsableCommand {
                             ("revokedAt", revoked[id].map { .string(utcTimestamp($0.time)) } ?? .null),
                         ]))
                 }
-                let machines: [JSONValue] = KeyCommand.pinnedMachines(workspace).map { machine, pinned in
+                let machines: [JSONValue] = MachineKeyPins(stateDirectory: workspace.stateDirectory).all().map { machine, pinned in
                     .object(JSONObject([("machine", .string(machine)), ("id", .string(pinned.id)), ("publicKey", .string(pinned.base64))]))
                 }
                 let object = JSONObject([
@@ -50,7 +50,7 @@ struct KeyCommand: ParsableCommand {
                     : revoked[id].map { " (revoked at \(utcTimestamp($0.time)))" } ?? ""
                 Output.line("  \(id)\(note)")
             }
-            let machines = KeyCommand.pinnedMachines(workspace)
+            let machines = MachineKeyPins(stateDirectory: workspace.stateDirectory).all()
             if !machines.isEmpty {
                 Output.line("computers' keys (confirmations and usage summaries):")
                 for (machine, pinned) in machines { Output.line("  \(machine): \(pinned.id)") }
@@ -154,16 +154,6 @@ struct KeyCommand: ParsableCommand {
             }
             try translatingErrors { try workspace.keyRing.trust(key) }
             Output.line("trusted key \(key.id)")
-        }
-    }
-
-    static func pinnedMachines(_ workspace: Workspace) -> [(String, PublicKey)] {
-        let pins = MachineKeyPins(stateDirectory: workspace.stateDirectory)
-        let names = (try? Files.list(pins.directory)) ?? []
-        return names.sorted().compactMap { name in
-            guard name.hasSuffix(".pub") else { return nil }
-            let machine = String(name.dropLast(4))
-            return pins.pinned(machine).map { (machine, $0) }
         }
     }
 

@@ -13,8 +13,8 @@ import Foundation
 func knownComputers(_ shared: SharedDirectory) -> [(machine: String, host: String, problem: String?)] {
     let names = (try? Files.list(shared.machinesPath)) ?? []
     return names.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted().compactMap { id in
-        guard let (announcement, _) = shared.announcement(id) else { return nil }
-        switch shared.machineKey(id) {
+        guard let (announcement, key) = shared.announcement(id) else { return nil }
+        switch shared.verifiedKey(of: id, announced: key) {
         case .success: return (id, announcement.host, nil)
         case .failure(let error): return (id, announcement.host, error.reason)
         }

@@ -149,7 +149,7 @@ final class Workspace {
         func consider(_ summary: UsageSummary) {
             guard summary.machine != machine else { return }
             let key = "\(summary.machine)/\(summary.day)"
-            if let kept = latest[key], (kept.time, kept.screenMilliseconds) >= (summary.time, summary.screenMilliseconds) { return }
+            if let kept = latest[key], !summary.replaces(kept) { return }
             latest[key] = summary
         }
         if let kept = try? openStore().read({ try RemoteUsageTable.summaries(user: user, from: from, through: to, $0) }) {

@@ -53,6 +53,13 @@ public struct UsageSummary: Sendable, Equatable {
         self.init(machine: machine, host: host, key: key, user: user, day: day, buckets: buckets, time: time)
     }
 
+    /// Whether this summary takes the place of `kept`, an earlier-read one of the same computer, user
+    /// and day: it is newer, or holds more screen time (usage only grows within a day, so an older copy
+    /// put back never wins). `RemoteUsageTable.keep` applies the same rule in SQL.
+    public func replaces(_ kept: UsageSummary) -> Bool {
+        time > kept.time || screenMilliseconds > kept.screenMilliseconds
+    }
+
     /// Screen time of the day.
     public var screenMilliseconds: Int64 {
         buckets.reduce(0) { $0 + ($1.app == UsageKey.screen ? $1.milliseconds : 0) }

@@ -3,9 +3,9 @@ import GRDB
 
 /// The `remote_usage` table: the latest verified usage summary of each other computer, user and day.
 public enum RemoteUsageTable {
-    /// Keeps `summary` unless a summary of the same computer, user and day that is at least as new and
-    /// holds at least as much screen time is stored (usage only grows within a day: an older copy put
-    /// back in the shared directory changes nothing). Returns whether it was stored.
+    /// Keeps `summary` unless the stored summary of the same computer, user and day is at least as new
+    /// and holds at least as much screen time (`UsageSummary.replaces`, here in SQL): an older copy put
+    /// back in the shared directory changes nothing. Returns whether it was stored.
     @discardableResult
     public static func keep(_ summary: UsageSummary, _ db: Database) throws -> Bool {
         let bucketText = JSONValue.array(

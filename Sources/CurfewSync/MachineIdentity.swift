@@ -161,8 +161,13 @@ extension SharedDirectory {
         guard let (announcement, key) = announcement(id) else {
             return .failure(RecordError("machine \(id) has not published a valid key in machines/"))
         }
-        guard let pins else { return .success((announcement, key)) }
-        return pins.key(for: id, announced: key).map { (announcement, $0) }
+        return verifiedKey(of: id, announced: key).map { (announcement, $0) }
+    }
+
+    /// The key `machine` announced, checked against the pinned one when this directory was opened with
+    /// `pins` (and pinned at first sight).
+    public func verifiedKey(of machine: String, announced key: PublicKey) -> Result<PublicKey, RecordError> {
+        pins?.key(for: machine, announced: key) ?? .success(key)
     }
 
     /// `machines/<id>.json` when it is well formed, with the key it announces (not checked against a pin).

@@ -23,6 +23,16 @@ public struct MachineKeyPins: Sendable {
         return PublicKey(base64: String(decoding: bytes, as: UTF8.self))
     }
 
+    /// Every pinned computer and its key, by machine id.
+    public func all() -> [(machine: String, key: PublicKey)] {
+        let names = (try? Files.list(directory)) ?? []
+        return names.sorted().compactMap { name in
+            guard name.hasSuffix(".pub") else { return nil }
+            let machine = String(name.dropLast(4))
+            return pinned(machine).map { (machine, $0) }
+        }
+    }
+
     /// Sets the key of `machine` (a parent's explicit trust, or the first sight).
     public func pin(_ machine: String, key: PublicKey) throws(FileError) {
         try Files.makeDirectories(directory, mode: 0o700)

@@ -59,6 +59,16 @@ struct UsageSummaryTests {
         #expect(summary.buckets == [.init(hour: 8, app: "", milliseconds: 5_000)])
     }
 
+    @Test("a summary replaces a kept one when it is newer or holds more screen time, never an older copy")
+    func replacement() {
+        var later = Self.sample
+        later.time += 60
+        var more = Self.sample
+        more.buckets[0].milliseconds += 1
+        #expect(later.replaces(Self.sample) && more.replaces(Self.sample))
+        #expect(!Self.sample.replaces(later) && !Self.sample.replaces(more) && !Self.sample.replaces(Self.sample))
+    }
+
     @Test("malformed summaries are refused with the rule they break")
     func refusals() {
         #expect(reason(Array(#"{"format":2}"#.utf8)) == "usage summary format 2 is not supported (this version reads format 1)")
