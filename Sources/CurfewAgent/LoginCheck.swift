@@ -46,7 +46,7 @@ public struct LoginVerdict: Sendable, Equatable {
 
 extension Agent {
     /// The login check from the agent's live figures; a refusal is recorded as an event.
-    public func checkLogin(user: String, service: String, now: Int64) -> LoginVerdict {
+    public func checkLogin(user: String, service: String, now: Int64, recordRefusal: Bool = true) -> LoginVerdict {
         guard let schedule = state.schedule(of: user, systemZone: ZoneRules(TimeZone.current)) else {
             return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
         }
@@ -55,7 +55,7 @@ extension Agent {
             used = live.screenForLimit / 1000
         }
         let verdict = LoginVerdict.decide(user: user, schedule: schedule, usedSeconds: used, now: now)
-        if !verdict.allowed {
+        if !verdict.allowed && recordRefusal {
             logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)"])
             recordEvent(verdict.event(user: user, service: service, now: now * 1000))
         }

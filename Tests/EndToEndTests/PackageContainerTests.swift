@@ -151,7 +151,7 @@ extension BootedContainer {
         let account = try ok(["cat", "/etc/pam.d/common-account"])
         let additional = account.components(separatedBy: "# and here are more per-package modules (the \"Additional\" block)")
         #expect(
-            additional.count == 2 && additional[1].hasPrefix("\naccount\trequired\tpam_exec.so quiet stdout /usr/bin/curfew check-login\n"),
+            additional.count == 2 && additional[1].hasPrefix("\naccount\trequired\tpam_exec.so quiet stdout seteuid /usr/bin/curfew check-login\n"),
             "common-account:\n\(account)")
         #expect(!account.contains("@include"), "a hand-made include: \(account)")
         // Man pages and completions made from the CLI's own help.
