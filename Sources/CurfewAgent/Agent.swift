@@ -67,6 +67,8 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
+    /// Record files already logged as ignored, with the reason: name -> reason.
+    let ignoredLogged = Mutex<[String: String]>([:])
     /// Accounts of uid 0 whose policy was ignored, so the event is recorded once per run.
     let superuserReported = Mutex<Set<String>>([])
     /// Who this computer is in the shared directory, and where its confirmations go.
@@ -208,7 +210,14 @@ public final class Agent: Sendable {
         for user in previous.keys where policies[user] == nil {
             events.append(AgentEvent(time: now, user: user, kind: "user-unmanaged", message: "\(user) is no longer managed"))
         }
-        for ignored in result.ignored {
+        // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
+        // folder of junk must not fill the journal); files gone from the folder are forgotten.
+        let ignoredNow = Dictionary(result.ignored.map { ($0.name, $0.reason) }, uniquingKeysWith: { first, _ in first })
+        let newlyIgnored = ignoredLogged.withLock { logged in
+            defer { logged = ignoredNow }
+            return result.ignored.filter { logged[$0.name] != $0.reason }
+        }
+        for ignored in newlyIgnored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
         }
         for grant in result.unannouncedGrants where policies[grant.user] != nil {
