@@ -59,10 +59,15 @@ struct CheckLogin: ParsableCommand {
         let request = JSONValue.object(
             JSONObject([("command", .string("check-login")), ("user", .string(user)), ("service", .string(service))]))
         if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString),
-            case .object(let object)? = try? JSONValue.parse(answer), object["ok"] == .bool(true),
-            case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"]
+            case .object(let object)? = try? JSONValue.parse(answer)
         {
-            return LoginVerdict(allowed: allowed, message: message)
+            if object["ok"] == .bool(true), case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"] {
+                return LoginVerdict(allowed: allowed, message: message)
+            }
+            // This caller may not ask (not root, about another managed user): refused, not let in by default.
+            if object["error"] == .string("not-permitted"), case .string(let message)? = object["message"] {
+                return LoginVerdict(allowed: false, message: "Curfew: \(message)")
+            }
         }
         // No agent: the records and the usage on disk decide.
         let workspace = Workspace(location)
