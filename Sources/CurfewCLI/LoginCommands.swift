@@ -17,7 +17,7 @@ struct CheckLogin: ParsableCommand {
         abstract: "Say whether a user may log in now (for pam_exec in the PAM account stack).",
         discussion: """
             Reads the user from --user or $PAM_USER and the service from $PAM_SERVICE. Exit 0: allowed \
-            (root and users Curfew does not manage always are). Exit 77: refused; the reason and when \
+            (root and users Curfew does not manage always are, whoever runs the check). Exit 77: refused; the reason and when \
             they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
             login prompt. The agent is asked first; without it the policy and usage on disk decide. \
             When a managed user's state cannot be read at all, the login is refused unless \
