@@ -67,7 +67,7 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
-    /// Record files already logged as ignored, with the reason: name -> reason.
+    /// Record files already logged as ignored: name -> the reason and the file's identity.
     let ignoredLogged = Mutex<[String: String]>([:])
     /// Accounts of uid 0 whose policy was ignored, so the event is recorded once per run.
     let superuserReported = Mutex<Set<String>>([])
@@ -212,10 +212,16 @@ public final class Agent: Sendable {
         }
         // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
         // folder of junk must not fill the journal); files gone from the folder are forgotten.
-        let ignoredNow = Dictionary(result.ignored.map { ($0.name, $0.reason) }, uniquingKeysWith: { first, _ in first })
+        let recordsPath = loader.shared.recordsPath
+        let ignoredNow = Dictionary(
+            result.ignored.map { ignored in
+                // The verdict and the file's identity (inode, size, times): a rewritten file is news.
+                let identity = (try? Files.identity("\(recordsPath)/\(ignored.name)")).map { "\($0.0)" } ?? "gone"
+                return (ignored.name, "\(ignored.reason)\n\(identity)")
+            }, uniquingKeysWith: { first, _ in first })
         let newlyIgnored = ignoredLogged.withLock { logged in
             defer { logged = ignoredNow }
-            return result.ignored.filter { logged[$0.name] != $0.reason }
+            return result.ignored.filter { logged[$0.name] != ignoredNow[$0.name] }
         }
         for ignored in newlyIgnored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
