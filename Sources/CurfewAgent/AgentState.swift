@@ -21,17 +21,25 @@ public final class AgentState: Sendable {
 
     /// Something to tell a child: on their terminals and as a desktop notification.
     public struct ChildMessage: Sendable, Equatable {
+        /// What the message is about: desktop notifications of one kind replace each other while
+        /// they wait (`DesktopNotifications`).
+        public enum Kind: String, Sendable, Hashable {
+            case warning, lockout, appStopped = "app-stopped", answer, other
+        }
+
         public var user: String
         public var summary: String
         public var body: String
         /// freedesktop urgency: 0 low, 1 normal, 2 critical.
         public var urgency: UInt8
+        public var kind: Kind
 
-        public init(user: String, summary: String, body: String, urgency: UInt8 = 1) {
+        public init(user: String, summary: String, body: String, urgency: UInt8 = 1, kind: Kind = .other) {
             self.user = user
             self.summary = summary
             self.body = body
             self.urgency = urgency
+            self.kind = kind
         }
     }
 
@@ -80,7 +88,15 @@ public final class AgentState: Sendable {
     }
 
     /// Queues a message for a child; the enforcer delivers it.
-    public func post(_ message: ChildMessage) { contents.withLock { $0.outbox.append(message) } }
+    /// Messages waiting for the enforcer; more are dropped, oldest first (it takes them every 200 ms).
+    static let maxOutbox = 256
+
+    public func post(_ message: ChildMessage) {
+        contents.withLock {
+            if $0.outbox.count >= Self.maxOutbox { $0.outbox.removeFirst() }
+            $0.outbox.append(message)
+        }
+    }
 
     public func takeMessages() -> [ChildMessage] {
         contents.withLock {

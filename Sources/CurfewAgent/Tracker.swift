@@ -317,7 +317,7 @@ public final class Tracker {
         let message = reason.message(app: app)
         logger.notice(
             "stopped an app", metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
-        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2))
+        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2, kind: .appStopped))
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
