@@ -226,8 +226,10 @@ final class Enforcer {
     func deliver(_ messages: [AgentState.ChildMessage]) {
         for message in messages {
             guard let account = Accounts.account(named: message.user) else { continue }
+            // Bodies name apps, whose names a program chose: no escape sequence reaches a terminal.
             let terminals = TerminalMessages.write(
-                "\(message.summary): \(message.body)", toTerminalsOf: account.uid, devRoot: agent.configuration.devRoot)
+                UntrustedText.terminal("\(message.summary): \(message.body)"), toTerminalsOf: account.uid,
+                devRoot: agent.configuration.devRoot)
             guard
                 let address = DesktopNotifier.sessionBusAddress(uid: account.uid, runtimeRoot: agent.configuration.userRuntimeRoot)
             else {
