@@ -56,6 +56,31 @@ public final class AgentState: Sendable {
         /// Other computers' screen time per user, for one local day each.
         var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
         var stopping = false
+        /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
+        var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
+    }
+
+    /// A child at bedtime can run `su` to themself in a loop: 20 refusals are recorded at once, then
+    /// one a minute; the next one recorded says how many were not.
+    static let loginRefusalBurst = 20
+    static let loginRefusalRefillMilliseconds: Int64 = 60_000
+
+    /// Whether this refused login of `user` is recorded (and logged); if so, how many refusals before
+    /// it were not. `monotonic` in milliseconds.
+    public func admitLoginRefusal(of user: String, monotonic: Int64) -> Int? {
+        contents.withLock { contents in
+            var entry =
+                contents.loginRefusals[user]
+                ?? (EventBudget(capacity: Self.loginRefusalBurst, refillMilliseconds: Self.loginRefusalRefillMilliseconds, now: monotonic), 0)
+            defer { contents.loginRefusals[user] = entry }
+            guard entry.budget.take(now: monotonic) else {
+                entry.unrecorded += 1
+                return nil
+            }
+            let before = entry.unrecorded
+            entry.unrecorded = 0
+            return before
+        }
     }
 
     let contents = Mutex(Contents())
