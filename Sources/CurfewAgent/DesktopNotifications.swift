@@ -35,7 +35,8 @@ final class DesktopNotifications: Sendable {
         var stopping = false
         /// uid -> monotonic ms until which desktop notifications are not tried (the bus timed out).
         var quietUntil: [UInt32: Int64] = [:]
-        var sent = 0
+        /// Sends tried (delivered or not), and notifications replaced or dropped while they waited.
+        var tried = 0
         var coalesced = 0
     }
 
@@ -99,9 +100,9 @@ final class DesktopNotifications: Sendable {
         wake.signal()
     }
 
-    /// (sent, coalesced or dropped, waiting) so far.
-    var counts: (sent: Int, coalesced: Int, waiting: Int) {
-        queue.withLock { ($0.sent, $0.coalesced, $0.order.count) }
+    /// Sends tried, notifications coalesced or dropped, and notifications waiting, so far.
+    var counts: (tried: Int, coalesced: Int, waiting: Int) {
+        queue.withLock { ($0.tried, $0.coalesced, $0.order.count) }
     }
 
     private func work() {
@@ -119,7 +120,7 @@ final class DesktopNotifications: Sendable {
             guard let (job, quiet) = next else { return }
             if quiet { continue }
             let result = send(job, timeoutMilliseconds)
-            queue.withLock { $0.sent += 1 }
+            queue.withLock { $0.tried += 1 }
             if case .failure(let error) = result {
                 // A bus that did not answer or refused will not do better at once: one try (and one
                 // log line) per user and quiet period, whatever the child triggers meanwhile.

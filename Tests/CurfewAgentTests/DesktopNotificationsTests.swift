@@ -46,11 +46,11 @@ import Testing
         notifications.enqueue(Self.job("kid", uid: 1001, .lockout, "time is up"))
         notifications.enqueue(Self.job("sis", uid: 1002, .appStopped, "sis stop"))
         var counts = notifications.counts
-        #expect(counts.waiting <= 3 && counts.sent == 0)
+        #expect(counts.waiting <= 3 && counts.tried == 0)
         for _ in 0..<4 { bus.release.signal() }
-        waitUntil { notifications.counts.sent == 4 }
+        waitUntil { notifications.counts.tried == 4 }
         counts = notifications.counts
-        #expect(counts.sent == 4 && counts.waiting == 0)
+        #expect(counts.tried == 4 && counts.waiting == 0)
         #expect(counts.coalesced == 398)
         let sends = bus.sends.withLock { $0 }
         #expect(sends == ["kid app-stopped stop 0", "kid app-stopped stop 399", "kid lockout time is up", "sis app-stopped sis stop"])
@@ -66,7 +66,7 @@ import Testing
             })
         defer { notifications.stop() }
         notifications.enqueue(Self.job("kid", uid: 1001, .warning, "5 minutes left"))
-        waitUntil { notifications.counts.sent == 1 }
+        waitUntil { notifications.counts.tried == 1 }
         for index in 0..<50 {
             notifications.enqueue(Self.job("kid", uid: 1001, index % 2 == 0 ? .appStopped : .warning, "again"))
             usleep(1_000)
