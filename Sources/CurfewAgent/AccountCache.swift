@@ -10,7 +10,8 @@ struct AccountCache {
     mutating func refresh(for users: some Collection<String>, monotonic: Int64) {
         guard readAt.map({ monotonic - $0 > 30_000 }) ?? true || Set(users) != Set(accounts.keys) else { return }
         accounts = [:]
-        for user in users { accounts.updateValue(Accounts.account(named: user), forKey: user) }
+        // An account of uid 0 is never tracked or enforced, whatever name a record gave it.
+        for user in users { accounts.updateValue(Accounts.account(named: user).flatMap { $0.uid == 0 ? nil : $0 }, forKey: user) }
         readAt = monotonic
     }
 

@@ -67,6 +67,10 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
+    /// Record files already logged as ignored, with the reason: name -> reason.
+    let ignoredLogged = Mutex<[String: String]>([:])
+    /// Accounts of uid 0 whose policy was ignored, so the event is recorded once per run.
+    let superuserReported = Mutex<Set<String>>([])
     /// Who this computer is in the shared directory, and where its confirmations go.
     public let machine: MachineIdentity
     let confirmations: ConfirmationStore
@@ -99,6 +103,11 @@ public final class Agent: Sendable {
         self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)
         self.machine = try MachineIdentity.load(stateDirectory: configuration.stateDirectory, override: configuration.machineID)
         self.confirmations = ConfirmationStore(shared: shared, machine: machine)
+        // Children's usage and the parent's key are root's alone: a directory or file another user can
+        // read (made by hand, by an older version, or with a loose umask) is tightened, and said so.
+        for change in try StatePermissions.secure(configuration.stateDirectory) {
+            logger.warning("tightened a mode in the state directory", metadata: ["path": "\(change.path)", "change": "\(change)"])
+        }
         let machineID = machine.id
         try store.write { try AgentStateTable.set(Agent.machineIDKey, machineID, $0) }
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
@@ -122,12 +131,23 @@ public final class Agent: Sendable {
     /// management.
     func reloadPolicies() throws {
         let previous = state.policies
-        let result = try loader.load(previous: previous, logger: logger, now: Int64(Date().timeIntervalSince1970))
+        let (stored, newestStored, missingStored) = try store.read { db in
+            (
+                try AgentStateTable.all(prefix: Agent.lastGoodPrefix, db),
+                try AgentStateTable.all(prefix: Agent.newestVersionPrefix, db).compactMapValues { Int($0) },
+                try AgentStateTable.all(prefix: Agent.recordMissingPrefix, db).compactMapValues { Int($0) }
+            )
+        }
+        var newestSeen = newestStored
+        for (user, text) in stored {
+            if let kept = Agent.decodeLastGood(text) { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
+        }
+        let result = try loader.load(
+            previous: previous, newestSeen: newestSeen, logger: logger, now: Int64(Date().timeIntervalSince1970))
         var policies = result.policies
         var versions = result.versions
         var events: [AgentEvent] = []
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let stored = try store.read { try AgentStateTable.all(prefix: Agent.lastGoodPrefix, $0) }
         for (user, text) in stored.sorted(by: { $0.key < $1.key }) where !result.removed.contains(user) {
             guard let kept = Agent.decodeLastGood(text) else { continue }
             if let version = versions[user], version >= kept.version { continue }
@@ -164,6 +184,18 @@ public final class Agent: Sendable {
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
         }
+        // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
+        for user in policies.keys.sorted() where Accounts.isSuperuser(user) {
+            policies[user] = nil
+            versions[user] = nil
+            if superuserReported.withLock({ $0.insert(user).inserted }) {
+                logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
+                events.append(
+                    AgentEvent(
+                        time: now, user: user, kind: "policy-ignored",
+                        message: "\(user) is an account of uid 0, which is never managed; its policy is ignored"))
+            }
+        }
         // A concurrent edit merged into the version in force changes the policy, not the version.
         for (user, version) in versions.sorted(by: { $0.key < $1.key })
         where version > 0 && (state.version(of: user) != version || previous[user] != policies[user]) {
@@ -178,15 +210,54 @@ public final class Agent: Sendable {
         for user in previous.keys where policies[user] == nil {
             events.append(AgentEvent(time: now, user: user, kind: "user-unmanaged", message: "\(user) is no longer managed"))
         }
-        for ignored in result.ignored {
+        // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
+        // folder of junk must not fill the journal); files gone from the folder are forgotten.
+        let ignoredNow = Dictionary(result.ignored.map { ($0.name, $0.reason) }, uniquingKeysWith: { first, _ in first })
+        let newlyIgnored = ignoredLogged.withLock { logged in
+            defer { logged = ignoredNow }
+            return result.ignored.filter { logged[$0.name] != $0.reason }
+        }
+        for ignored in newlyIgnored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
         }
         for grant in result.unannouncedGrants where policies[grant.user] != nil {
             events.append(Agent.grantEvent(grant, now: now))
         }
+        // The record in force gone from the shared directory (deleted, or damaged): the version stays,
+        // and the parent is told once, here and by `curfew sync status` and `policy show`.
+        let valid = result.scan?.valid ?? []
+        let newestOnDisk = Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max)
+        var missing: [String: Int] = [:]
+        for (user, version) in versions where version > 0 {
+            let seen = max(version, newestSeen[user] ?? 0)
+            if seen > newestOnDisk[user] ?? 0 { missing[user] = seen }
+        }
+        for (user, version) in missing.sorted(by: { $0.key < $1.key }) where missingStored[user] != version {
+            logger.error("the record in force is missing from the shared directory", metadata: ["user": "\(user)", "version": "\(version)"])
+            let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
+            events.append(
+                AgentEvent(
+                    time: now, user: user, kind: "record-missing",
+                    message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
+                    data: .object(JSONObject([("version", .int(Int64(version)))]))))
+        }
+        var newestNow = newestSeen
+        for (user, version) in result.versions { newestNow[user] = max(newestNow[user] ?? 0, version) }
+        for summary in PolicyFold.currentByUser(valid).values where result.removed.contains(summary.user) {
+            newestNow[summary.user] = max(newestNow[summary.user] ?? 0, summary.version)
+        }
         state.setPolicies(policies, versions: versions)
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         try store.write { db in
+            for (user, version) in newestNow where version != newestStored[user] {
+                try AgentStateTable.set(Agent.newestVersionPrefix + user, String(version), db)
+            }
+            for (user, version) in missing where missingStored[user] != version {
+                try AgentStateTable.set(Agent.recordMissingPrefix + user, String(version), db)
+            }
+            for user in missingStored.keys where missing[user] == nil {
+                try AgentStateTable.remove(Agent.recordMissingPrefix + user, db)
+            }
             for (user, policy) in result.policies {
                 let kept = stored[user].flatMap(Agent.decodeLastGood)
                 guard let version = result.versions[user], version > (kept?.version ?? 0) || (version == kept?.version && policy != kept?.policy)
@@ -208,13 +279,18 @@ public final class Agent: Sendable {
         confirm(result, policies: policies, versions: versions)
     }
 
-    static let lastGoodPrefix = "last-good-policy:"
+    public static let lastGoodPrefix = "last-good-policy:"
+    /// `agent_state` keys: the newest version of each user this computer has enforced or removed at
+    /// (a removal older than it does not count), and the version whose record is missing from the
+    /// shared directory while it stays in force (read by `curfew sync status` and `policy show`).
+    static let newestVersionPrefix = "newest-version:"
+    public static let recordMissingPrefix = "record-missing:"
 
     static func encodeLastGood(_ policy: Policy, version: Int) -> String {
         JSONValue.object(JSONObject([("version", .int(Int64(version))), ("policy", policy.json)])).canonicalString
     }
 
-    static func decodeLastGood(_ text: String) -> (version: Int, policy: Policy)? {
+    public static func decodeLastGood(_ text: String) -> (version: Int, policy: Policy)? {
         guard case .object(let object)? = try? JSONValue.parse(text), case .int(let version)? = object["version"],
             let value = object["policy"], let policy = try? Policy.decode(value)
         else { return nil }

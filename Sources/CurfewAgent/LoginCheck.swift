@@ -48,7 +48,7 @@ public struct LoginVerdict: Sendable, Equatable {
 
 extension Agent {
     /// The login check from the agent's live figures; a refusal is recorded as an event.
-    public func checkLogin(user: String, service: String, now: Int64) -> LoginVerdict {
+    public func checkLogin(user: String, service: String, now: Int64, recordRefusal: Bool = true) -> LoginVerdict {
         guard let schedule = state.schedule(of: user, systemZone: ZoneRules(TimeZone.current)) else {
             return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
         }
@@ -58,7 +58,9 @@ extension Agent {
         }
         let verdict = LoginVerdict.decide(user: user, schedule: schedule, usedSeconds: used, now: now)
         // Bounded: a child can ask for refusals as fast as PAM runs (su to themself at bedtime).
-        if !verdict.allowed, let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic) {
+        if !verdict.allowed && recordRefusal,
+            let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic)
+        {
             logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)", "unrecorded.before": "\(unrecorded)"])
             recordEvent(verdict.event(user: user, service: service, now: now * 1000, unrecordedBefore: unrecorded))
         }

@@ -37,8 +37,12 @@ public struct PolicyLoader: Sendable {
     }
 
     /// `now` (seconds since the epoch), when given, lets young unreadable files count as still
-    /// arriving (`RecordScan.incomplete`) rather than rejected.
-    public func load(previous: [String: Policy], logger: Logger, now: Int64? = nil) throws -> Result {
+    /// arriving (`RecordScan.incomplete`) rather than rejected. `newestSeen`: the newest version of each
+    /// user this computer has enforced; a removal older than that does not count (its later records
+    /// were deleted from the shared directory, which must never unmanage a child).
+    public func load(previous: [String: Policy], newestSeen: [String: Int] = [:], logger: Logger, now: Int64? = nil) throws
+        -> Result
+    {
         let trusted = try keyRing.trustedKeys()
         let index = try store.read { try RecordIndex.all($0) }
         let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations(), now: now)
@@ -71,7 +75,9 @@ public struct PolicyLoader: Sendable {
         for merge in merges.values where merge.mergedRecords.count > 1 {
             for id in merge.mergedRecords { merged[id] = merge.conflicts }
         }
-        let removed = Set(PolicyFold.currentByUser(scan.valid).values.filter(\.removesUser).map(\.user))
+        let removed = Set(
+            PolicyFold.currentByUser(scan.valid).values.filter { $0.removesUser && $0.version >= newestSeen[$0.user] ?? 0 }
+                .map(\.user))
         // Grants of users still managed; the agent drops those of users it does not enforce at all.
         let grants = scan.grants.filter { !removed.contains($0.user) }
         let announced = try store.read { try EventLog.grantsAnnounced($0) }

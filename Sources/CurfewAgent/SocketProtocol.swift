@@ -31,12 +31,19 @@ public enum SocketProtocol {
             }
             return .object(JSONObject([("ok", .bool(true)), ("status", status.json)]))
         case "check-login":
-            // PAM's account stack runs as root; nobody else may probe other accounts.
-            guard callerUID == 0 else { return failure("not-permitted", "only root may check a login") }
             guard case .string(let user)? = object["user"] else { return failure("bad-request", "check-login needs a user") }
+            // PAM's account stack runs as root for logins, sudo and su; a screen locker's runs as the
+            // user. Anyone may learn that a user is not managed (they are let in); only root may probe
+            // another managed account.
+            if callerUID != 0 && caller?.name != user && agent.state.policies[user] != nil {
+                return failure("not-permitted", "only root may check another user's login")
+            }
             var service = "unknown"
             if case .string(let name)? = object["service"] { service = name }
-            let verdict = agent.checkLogin(user: user, service: service, now: Int64(Date().timeIntervalSince1970))
+            // A child may ask about themself as often as they like: only root's checks (real logins)
+            // leave an event, so asking cannot fill the audit log.
+            let verdict = agent.checkLogin(
+                user: user, service: service, now: Int64(Date().timeIntervalSince1970), recordRefusal: callerUID == 0)
             return .object(
                 JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
         case "request":

@@ -17,12 +17,12 @@ struct CheckLogin: ParsableCommand {
         abstract: "Say whether a user may log in now (for pam_exec in the PAM account stack).",
         discussion: """
             Reads the user from --user or $PAM_USER and the service from $PAM_SERVICE. Exit 0: allowed \
-            (root and users Curfew does not manage always are). Exit 77: refused; the reason and when \
+            (root and users Curfew does not manage always are, whoever runs the check). Exit 77: refused; the reason and when \
             they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
             login prompt. The agent is asked first; without it the policy and usage on disk decide. \
             When a managed user's state cannot be read at all, the login is refused unless \
             --fail-open is given or $CURFEW_FAIL_MODE is "open".
-            PAM line: account required pam_exec.so quiet stdout /usr/bin/curfew check-login
+            PAM line: account required pam_exec.so quiet stdout seteuid /usr/bin/curfew check-login
             """)
 
     @OptionGroup var location: LocationOptions
@@ -36,8 +36,11 @@ struct CheckLogin: ParsableCommand {
         guard let name = user ?? environment["PAM_USER"], !name.isEmpty else {
             throw CLIError("check-login needs a user: pass --user or run it from pam_exec, which sets PAM_USER", .invalidArguments)
         }
-        guard getuid() == 0 else { throw CLIError("only root may check a login (pam_exec runs as root)", .notPermitted) }
-        if name == "root" || Accounts.account(named: name)?.uid == 0 { return }
+        // Root is never managed, whoever asks. Nothing here depends on who runs the check: sudo and su
+        // run pam_exec with the caller's real uid (without its seteuid option), a screen locker runs it
+        // as the user; the agent answers each caller by the effective uid the kernel vouches for, and
+        // without the agent only a caller who can read the state directory (root) learns anything from it.
+        if Accounts.isSuperuser(name) { return }
         let service = environment["PAM_SERVICE"] ?? "unknown"
         let verdict = try Self.verdict(
             user: name, service: service, location: location, socket: socket,
@@ -56,10 +59,15 @@ struct CheckLogin: ParsableCommand {
         let request = JSONValue.object(
             JSONObject([("command", .string("check-login")), ("user", .string(user)), ("service", .string(service))]))
         if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString),
-            case .object(let object)? = try? JSONValue.parse(answer), object["ok"] == .bool(true),
-            case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"]
+            case .object(let object)? = try? JSONValue.parse(answer)
         {
-            return LoginVerdict(allowed: allowed, message: message)
+            if object["ok"] == .bool(true), case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"] {
+                return LoginVerdict(allowed: allowed, message: message)
+            }
+            // This caller may not ask (not root, about another managed user): refused, not let in by default.
+            if object["error"] == .string("not-permitted"), case .string(let message)? = object["message"] {
+                return LoginVerdict(allowed: false, message: "Curfew: \(message)")
+            }
         }
         // No agent: the records and the usage on disk decide.
         let workspace = Workspace(location)

@@ -20,7 +20,13 @@ struct PolicyCommand: ParsableCommand {
             let workspace = Workspace(location)
             let (policy, record) = try workspace.currentPolicy(of: user)
             let state = try workspace.policyState(of: user)
+            let missing = workspace.missingRecordInForce(of: user)
             workspace.finish()
+            if let missing {
+                Output.warning(
+                    "the record in force, version \(missing), is missing from the shared directory; this computer keeps enforcing it (the next change publishes it anew)"
+                )
+            }
             if json {
                 Output.line(policy.json.prettyString)
             } else {
@@ -64,6 +70,7 @@ struct PolicyCommand: ParsableCommand {
                 policies/ are templates without a user). An unmanaged user becomes managed.
                 """)
         @OptionGroup var options: PublishOptions
+        @OptionGroup var admin: AdminOption
         @Argument(help: "The policy file.") var file: String
         @Option(name: .long, help: ArgumentHelp("Apply the file to this user instead of its \"user\" field.", valueName: "user"))
         var user: String?
@@ -88,6 +95,7 @@ struct PolicyCommand: ParsableCommand {
             let state = try workspace.policyState(of: policy.user)
             let current = state.record
             let old = state.policy
+            try admin.requireManageable(policy.user, newlyManaged: old == nil)
             let description =
                 old == nil ? "\(policy.user) is now managed with the policy from \(file)"
                 : old == policy ? "\(policy.user) already has the policy in \(file)"

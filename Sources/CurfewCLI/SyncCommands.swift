@@ -126,6 +126,7 @@ struct SyncStatus: ParsableCommand {
         let scan = try workspace.scan()
         let records = ((try? Files.list(workspace.shared.recordsPath)) ?? []).filter(SharedDirectory.isRecordName).sorted()
         let valid = Set(scan.valid.map(\.id)).union(scan.grants.map(\.id))
+        let newestOnDisk = Dictionary(scan.valid.map { ($0.user, $0.version) }, uniquingKeysWith: max)
         // Every record's confirmations, read and verified once: record -> machine -> reading.
         var answers: [String: [String: SharedDirectory.ConfirmationReading]] = [:]
         for record in records {
@@ -162,6 +163,9 @@ struct SyncStatus: ParsableCommand {
             }
             // Pending: valid records this computer has not answered yet.
             let pending = records.filter { valid.contains($0) && !confirmed.contains($0) }
+            // A version in force whose record is no longer in the shared directory (deleted or damaged):
+            // the computer keeps it, but no other computer can learn it from the folder any more.
+            let missing = enforced.filter { $0.value.version > newestOnDisk[$0.key] ?? 0 }.sorted { $0.key < $1.key }
             let seen = lastSeen.map { utcTimestamp($0 / 1_000_000_000) }
             computers.append(
                 .object(
@@ -170,6 +174,13 @@ struct SyncStatus: ParsableCommand {
                         ("lastSeen", seen.map { .string($0) } ?? .null),
                         ("enforced", .object(JSONObject(enforced.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value.version))) }))),
                         ("pending", .array(pending.map { .string($0) })),
+                        (
+                            "missingRecords",
+                            .array(
+                                missing.map {
+                                    .object(JSONObject([("user", .string($0.key)), ("version", .int(Int64($0.value.version)))]))
+                                })
+                        ),
                         ("rejected", .array(rejected.map { .object(JSONObject([("record", .string($0.0)), ("reason", .string($0.1))])) })),
                         ("keyProblem", problem.map { .string($0) } ?? .null),
                         (
@@ -195,6 +206,10 @@ struct SyncStatus: ParsableCommand {
             let versions = enforced.sorted { $0.key < $1.key }.map { "\($0.key) v\($0.value.version)" }
             lines.append("  enforced: \(versions.isEmpty ? "nothing yet" : versions.joined(separator: ", "))")
             lines.append("  pending: \(pending.isEmpty ? "none" : pending.map { String($0.prefix(12)) }.joined(separator: ", "))")
+            for (user, entry) in missing {
+                let newest = newestOnDisk[user].map { "the newest there is v\($0)" } ?? "there is no record of \(user) there"
+                lines.append("  record in force missing: \(user) v\(entry.version) is not in the shared directory (\(newest))")
+            }
             for (record, reason) in rejected { lines.append("  rejected \(record.prefix(12)): \(reason)") }
         }
         workspace.finish()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CurfewCore
+import CurfewLinux
 import CurfewSync
 
 #if canImport(Glibc)
@@ -17,10 +18,12 @@ struct UserCommand: ParsableCommand {
             abstract: "Manage a user, starting from the default policy (2h a day, bedtime 20:00-07:00).")
 
         @OptionGroup var options: PublishOptions
+        @OptionGroup var admin: AdminOption
         @Argument(help: "The user's login name.") var user: String
 
         func run() throws {
             try translatingErrors { try Policy.validateUserName(user) }
+            try admin.requireManageable(user)
             let workspace = Workspace(options.location)
             let scan = try workspace.scan(warningsFor: user)
             let current = scan.current(for: user)
@@ -121,5 +124,30 @@ struct Reset: ParsableCommand {
         ) {
             try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
         }
+    }
+}
+
+/// `--allow-admin`, for the commands that make a user managed: root (any account of uid 0) is never
+/// managed, and an administrator (group sudo, wheel or admin) only when the parent says so, since the
+/// parent may be locking themself out of their own computer.
+struct AdminOption: ParsableArguments {
+    @Flag(name: .long, help: "Manage the user even if they are an administrator (group sudo, wheel or admin).")
+    var allowAdmin = false
+
+    /// `newlyManaged`: whether the command makes the user managed (an administrator already managed
+    /// with --allow-admin keeps being edited without it).
+    func requireManageable(_ user: String, newlyManaged: Bool = true) throws {
+        guard !Accounts.isSuperuser(user) else {
+            throw CLIError("root is never managed (Curfew never locks out the administrator), got \(quoted(user)), an account of uid 0", .invalidArguments)
+        }
+        let groups = newlyManaged ? Accounts.administratorGroups(of: user) : []
+        guard !groups.isEmpty else { return }
+        let list = groups.joined(separator: ", ")
+        guard allowAdmin else {
+            throw CLIError(
+                "administrators are managed only with --allow-admin, got \(quoted(user)), a member of \(list) (managing them may lock a parent out)",
+                .invalidArguments)
+        }
+        Output.warning("\(user) is an administrator (\(list)): at bedtime or with no time left they cannot log in, use sudo or su; make sure another administrator can")
     }
 }

@@ -115,12 +115,30 @@ final class Workspace {
 
     /// The user's policy in force and the record that decides its version (the newest; with merged
     /// edits, the latest of them). The next edit is based on `record.version`.
+    ///
+    /// When this computer's agent keeps a newer version whose record is missing from the shared
+    /// directory, that version's policy is the one in force: it is returned with the record's version
+    /// raised to it, so the next edit starts from what is enforced and is newer than it.
     func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
         let state = try policyState(of: user)
+        if let kept = keptPolicyInForce(of: user), kept.version > state.record?.version ?? 0, var record = state.record {
+            record.version = kept.version
+            return (kept.policy, record)
+        }
         guard let policy = state.policy, let record = state.record else {
             throw CLIError("unknown user \(quoted(user)): no policy for this user (add one with curfew user add \(user))", .invalidArguments)
         }
         return (policy, record)
+    }
+
+    /// The version this computer's agent enforces for `user` although its record is missing from the
+    /// shared directory (the agent notes it), with the policy it keeps for it.
+    func keptPolicyInForce(of user: String) -> (version: Int, policy: Policy)? {
+        guard let version = missingRecordInForce(of: user),
+            let text = try? openStore().read({ try AgentStateTable.get(Agent.lastGoodPrefix + user, $0) }),
+            let kept = Agent.decodeLastGood(text), kept.version == version
+        else { return nil }
+        return kept
     }
 
     /// `user`'s schedule under `policy` (its zone, the grants in the shared directory) and the usage saved
@@ -159,6 +177,12 @@ final class Workspace {
             if let summary = reading.summary { consider(summary) }
         }
         return latest.values.sorted { ($0.day, $0.machine) < ($1.day, $1.machine) }
+    }
+
+    /// The version this computer's agent enforces for `user` although its record is missing from the
+    /// shared directory (the agent notes it), if any.
+    func missingRecordInForce(of user: String) -> Int? {
+        (try? openStore().read { try AgentStateTable.get(Agent.recordMissingPrefix + user, $0) }).flatMap { $0.flatMap { Int($0) } }
     }
 
     /// Reads and verifies a record file that the scan found valid.

@@ -110,7 +110,7 @@ public struct Confirmation: Sendable, Equatable {
         switch object["user"] {
         case .null?: user = nil
         case .string(let name)?:
-            do { try Policy.validateUserName(name) } catch { throw RecordError(error.message) }
+            do { try Policy.validateUserNameSyntax(name) } catch { throw RecordError(error.message) }
             user = name
         default: throw RecordError("confirmation field \"user\" must be a user name or null")
         }

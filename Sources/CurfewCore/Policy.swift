@@ -189,8 +189,17 @@ extension Policy {
         }
     }
 
-    /// POSIX-portable account names, as `useradd` accepts them by default.
+    /// A name a policy may be for: a valid login name, and never root's.
     public static func validateUserName(_ name: String) throws(PolicyError) {
+        try validateUserNameSyntax(name)
+        guard name != superuserName else {
+            throw PolicyError("root is never managed (Curfew never locks out the administrator), got \(quoted(name))")
+        }
+    }
+
+    /// POSIX-portable account names, as `useradd` accepts them by default (documents that only mention
+    /// a user, such as confirmations, take any of them).
+    public static func validateUserNameSyntax(_ name: String) throws(PolicyError) {
         let bytes = Array(name.utf8)
         let valid =
             !bytes.isEmpty && bytes.count <= 32
@@ -208,6 +217,10 @@ extension Policy {
             )
         }
     }
+
+    /// The administrator's account, which no policy may name (an account of uid 0 under another name is
+    /// refused where accounts can be looked up: the CLI and the agent).
+    public static let superuserName = "root"
 
     public static func validateAppName(_ name: String) throws(PolicyError) {
         let bytes = Array(name.utf8)

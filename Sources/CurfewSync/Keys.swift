@@ -106,7 +106,7 @@ public struct KeyRing: Sendable {
     public func trust(_ key: PublicKey) throws {
         try Files.makeDirectories(trustedDirectory, mode: 0o700)
         try Files.writeAtomically(
-            Array((key.base64 + "\n").utf8), directory: trustedDirectory, name: "\(key.id).pub", mode: 0o644)
+            Array((key.base64 + "\n").utf8), directory: trustedDirectory, name: "\(key.id).pub", mode: 0o600)
     }
 
     /// Every trusted key by id. A file whose content does not match its name is skipped.
@@ -198,7 +198,7 @@ extension KeyRing {
         try Files.makeDirectories(revokedDirectory, mode: 0o700)
         return try Files.writeAtomically(
             Array((revocation.json.canonicalString + "\n").utf8), directory: revokedDirectory,
-            name: "\(revocation.key).json", mode: 0o644, replace: false)
+            name: "\(revocation.key).json", mode: 0o600, replace: false)
     }
 
     /// Every revocation by key id. A damaged revocation file revokes every record of its key: a

@@ -52,7 +52,7 @@ public struct MachineIdentity: Sendable {
         if let text = readID(path), MachineID.isValid(text) { return text }
         let made = hexString((0..<16).map { _ in UInt8.random(in: 0...255) })
         try Files.makeDirectories(stateDirectory, mode: 0o700)
-        try Files.writeAtomically(Array((made + "\n").utf8), directory: stateDirectory, name: "machine-id", mode: 0o644, replace: false)
+        try Files.writeAtomically(Array((made + "\n").utf8), directory: stateDirectory, name: "machine-id", mode: 0o600, replace: false)
         // Another process may have made one first: the file wins.
         return readID(path) ?? made
     }

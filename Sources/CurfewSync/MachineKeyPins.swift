@@ -36,7 +36,7 @@ public struct MachineKeyPins: Sendable {
     /// Sets the key of `machine` (a parent's explicit trust, or the first sight).
     public func pin(_ machine: String, key: PublicKey) throws(FileError) {
         try Files.makeDirectories(directory, mode: 0o700)
-        try Files.writeAtomically(Array((key.base64 + "\n").utf8), directory: directory, name: "\(machine).pub", mode: 0o644)
+        try Files.writeAtomically(Array((key.base64 + "\n").utf8), directory: directory, name: "\(machine).pub", mode: 0o600)
     }
 
     /// The key to verify `machine`'s files with: the pinned one when there is one (an announced key that

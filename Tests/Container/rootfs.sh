@@ -18,8 +18,9 @@ CACHE=${CURFEW_ROOTFS_CACHE:-/var/cache/curfew-tests}
 # Swift binaries find every shared library they need (libsystemd0 comes with systemd). The Debian
 # package's other dependencies are named too, although minbase has them (Priority: required), because
 # the package test installs it with apt-get and no network: libpam-runtime (pam-auth-update),
-# libpam-modules (pam_exec), init-system-helpers (deb-systemd-helper).
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers
+# libpam-modules (pam_exec), init-system-helpers (deb-systemd-helper). Debian's sudo: the package test
+# proves that a parent's `sudo` (and `su`, from login) still work once Curfew's PAM line is in the stack.
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers,sudo
 TEST_USER=kid
 TEST_UID=1500
 

@@ -9,20 +9,21 @@ import Testing
 
 /// The agent's answers on its socket, from a real Agent over a real state directory.
 @Suite struct SocketProtocolTests {
-    func agent() throws -> (Agent, String) { try makeTestAgent(user: "root", prefix: "curfew-agent") }
+    /// The managed user: an account of the base system (uid 1) that is not root, which is never managed.
+    func agent() throws -> (Agent, String) { try makeTestAgent(user: "daemon", prefix: "curfew-agent") }
 
     func answer(_ agent: Agent, _ request: String, uid: UInt32) -> JSONObject { socketAnswer(agent, request, uid: uid) }
 
     @Test func rootMayAskAboutAnyManagedUser() throws {
         let (agent, root) = try agent()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let reply = answer(agent, #"{"command":"status","user":"root"}"#, uid: 0)
+        let reply = answer(agent, #"{"command":"status","user":"daemon"}"#, uid: 0)
         #expect(reply["ok"] == .bool(true))
         guard case .object(let status)? = reply["status"] else {
             Issue.record("no status in \(reply)")
             return
         }
-        #expect(status["user"] == .string("root"))
+        #expect(status["user"] == .string("daemon"))
         #expect(status["screenSeconds"] == .int(0))
         #expect(status["limitMinutes"] == .int(120))
         #expect(status["state"] == .string("allowed"))
@@ -35,7 +36,7 @@ import Testing
         let (agent, root) = try agent()
         defer { try? FileManager.default.removeItem(atPath: root) }
         // uid 65534 is nobody on Debian.
-        let reply = answer(agent, #"{"command":"status","user":"root"}"#, uid: 65534)
+        let reply = answer(agent, #"{"command":"status","user":"daemon"}"#, uid: 65534)
         #expect(reply["ok"] == .bool(false))
         #expect(reply["error"] == .string("not-permitted"))
         // Without a user, the caller's own account is meant: nobody is not managed.
@@ -43,7 +44,25 @@ import Testing
         #expect(own["error"] == .string("unknown-user"))
     }
 
-    @Test(arguments: ["", "not json", "[]", #"{"user":"root"}"#, #"{"command":"shutdown"}"#])
+    /// Logins, sudo and su ask as root; a screen locker asks as the user: anyone learns that root and
+    /// unmanaged users are let in, a child learns their own verdict, and only root probes another
+    /// managed account. A child's own checks leave no event (they could ask in a loop).
+    @Test func loginChecksAnswerEveryCallerForUnmanagedUsersAndChildrenForThemselves() throws {
+        let (agent, root) = try makeTestAgent(user: "daemon", prefix: "curfew-agent") { $0.dailyLimit = .minutes(0) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let nobody = answer(agent, #"{"command":"check-login","user":"nobody"}"#, uid: 1)
+        #expect(nobody["ok"] == .bool(true) && nobody["allowed"] == .bool(true), "\(nobody)")
+        let other = answer(agent, #"{"command":"check-login","user":"daemon"}"#, uid: 65534)
+        #expect(other["error"] == .string("not-permitted"), "\(other)")
+        let own = answer(agent, #"{"command":"check-login","user":"daemon"}"#, uid: 1)
+        #expect(own["ok"] == .bool(true) && own["allowed"] == .bool(false), "\(own)")
+        let byRoot = answer(agent, #"{"command":"check-login","user":"daemon","service":"su"}"#, uid: 0)
+        #expect(byRoot["allowed"] == .bool(false), "\(byRoot)")
+        let refusals = try agent.store.read { try EventLog.list(user: "daemon", since: nil, $0) }.filter { $0.kind == "login-refused" }
+        #expect(refusals.count == 1, "only root's check is recorded: \(refusals)")
+    }
+
+    @Test(arguments: ["", "not json", "[]", #"{"user":"daemon"}"#, #"{"command":"shutdown"}"#])
     func badRequestsAreAnsweredNotObeyed(request: String) throws {
         let (agent, root) = try agent()
         defer { try? FileManager.default.removeItem(atPath: root) }

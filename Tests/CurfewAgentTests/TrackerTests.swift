@@ -8,9 +8,28 @@ import Testing
 
 @testable import CurfewAgent
 
-/// The tracker against real processes (this test's own, as root) and a clock the test moves.
-@Suite(.enabled(if: getuid() == 0, "counts the processes of root, the user running the tests"))
+/// The tracker against real processes (a `sleep` of a real unprivileged account, `curfewtracker`, since
+/// root is never managed) and a clock the test moves.
+@Suite(.enabled(if: getuid() == 0, "creates an account and runs a process as it"))
 struct TrackerTests {
+    static let user = "curfewtracker"
+
+    /// The account, created on first use, with a process of its own for the test to count.
+    final class Subject {
+        let pid: Int32
+        init() throws {
+            var account = Accounts.account(named: TrackerTests.user)
+            if account == nil {
+                let pid = try spawnProcess("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TrackerTests.user])
+                _ = reap(pid)
+                account = Accounts.account(named: TrackerTests.user)
+            }
+            guard let account else { throw LinuxError(operation: "useradd \(TrackerTests.user)", errno: ENOENT) }
+            pid = try spawnProcess("/bin/sleep", ["600"], uid: account.uid)
+        }
+        deinit { killAndReap(pid) }
+    }
+
     final class FakeClock: Sendable {
         let reading: Mutex<ClockReading>
         init(_ reading: ClockReading) { self.reading = Mutex(reading) }
@@ -27,31 +46,35 @@ struct TrackerTests {
     // 2026-11-21 12:00:00 UTC.
     static let noon: Int64 = 1_795_262_400_000
 
-    func tracker(_ clock: FakeClock) throws -> (Tracker, StateStore, String) {
+    func tracker(_ clock: FakeClock) throws -> (Tracker, StateStore, String, Subject) {
+        let subject = try Subject()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-tracker-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let store = try StateStore(path: "\(directory)/curfew.db", concurrentReaders: true)
         let state = AgentState()
-        var policy = Policy.defaults(for: "root")
+        var policy = Policy.defaults(for: TrackerTests.user)
         policy.bedtime = nil
         policy.timezone = "UTC"
-        state.setPolicies(["root": policy], versions: ["root": 1])
-        state.setSessions(nil)  // no logind: time counts while root has processes, which it has
+        state.setPolicies([TrackerTests.user: policy], versions: [TrackerTests.user: 1])
+        state.setSessions(nil)  // no logind: time counts while the user has processes, which it has
         let tracker = Tracker(
             state: state, store: store, catalog: AppCatalog([]), logger: Logger(label: "test"), useProcessConnector: false,
             flushIntervalMilliseconds: 0, clock: { clock.now })
         tracker.start()
-        return (tracker, store, directory)
+        return (tracker, store, directory, subject)
     }
 
     func screen(_ store: StateStore) throws -> Int64 {
-        try store.read { try UsageTable.dayTotals(user: "root", day: LocalDate(year: 2026, month: 11, day: 21)!, $0) }[""] ?? 0
+        try store.read { try UsageTable.dayTotals(user: TrackerTests.user, day: LocalDate(year: 2026, month: 11, day: 21)!, $0) }[""] ?? 0
     }
 
     @Test func wallClockJumpsNeverCreditOrDebitAndAreRecorded() throws {
         let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
-        let (tracker, store, directory) = try tracker(clock)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (tracker, store, directory, subject) = try tracker(clock)
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            withExtendedLifetime(subject) {}
+        }
         clock.advance(monotonic: 1_000)
         tracker.tick()
         #expect(try screen(store) == 1_000)
@@ -70,8 +93,11 @@ struct TrackerTests {
 
     @Test func suspendIsNotCountedAndSleepPausesCounting() throws {
         let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
-        let (tracker, store, directory) = try tracker(clock)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (tracker, store, directory, subject) = try tracker(clock)
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            withExtendedLifetime(subject) {}
+        }
         // An hour asleep: the monotonic clock stood still, boot time and wall time moved on.
         clock.advance(monotonic: 500, boottime: 3_600_500, wall: 3_600_500)
         tracker.tick()
@@ -89,8 +115,11 @@ struct TrackerTests {
 
     @Test func pendingUsageSurvivesAFailedFlush() throws {
         let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
-        let (tracker, store, directory) = try tracker(clock)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (tracker, store, directory, subject) = try tracker(clock)
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            withExtendedLifetime(subject) {}
+        }
         try store.write { try $0.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON usage BEGIN SELECT RAISE(ABORT, 'full'); END") }
         clock.advance(monotonic: 1_000)
         tracker.tick()
@@ -107,12 +136,16 @@ struct TrackerTests {
     /// stops past the budget are recorded as a count per app once there is room again.
     @Test func stopsPastTheBudgetAreCountedNotRecordedOneByOne() throws {
         let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
-        let (tracker, store, directory) = try tracker(clock)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (tracker, store, directory, subject) = try tracker(clock)
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            withExtendedLifetime(subject) {}
+        }
+        let user = TrackerTests.user
         func stop(_ app: String, pids: Int32) {
             let now = clock.now
             tracker.stopped(
-                app: app, reason: .blocked, user: "root", processes: (0..<pids).map { ProcessRef(pid: 1_000 + $0, startTime: 1) },
+                app: app, reason: StopReason.blocked, user: user, processes: (0..<pids).map { ProcessRef(pid: 1_000 + $0, startTime: 1) },
                 now: now.wall, monotonic: now.monotonic)
         }
         for _ in 0..<500 { stop("steam", pids: 2) }
@@ -120,7 +153,7 @@ struct TrackerTests {
         tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         tracker.flush(force: true)
         func stopEvents() throws -> [AgentEvent] {
-            try store.read { try EventLog.list(user: "root", since: nil, $0) }.filter { $0.kind == "app-stopped" }
+            try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == "app-stopped" }
         }
         #expect(try stopEvents().count == Tracker.stopEventBurst)
         #expect(tracker.state.takeMessages().count <= AgentState.maxOutbox)
@@ -132,7 +165,7 @@ struct TrackerTests {
         tracker.flush(force: true)
         let summaries = try stopEvents().dropFirst(Tracker.stopEventBurst).map(\.message)
         #expect(summaries == ["minecraft was stopped 3 more times (not recorded one by one)", "steam was stopped 880 more times (not recorded one by one)"])
-        #expect(tracker.stopRecords["root"]?.unrecorded.isEmpty == true)
+        #expect(tracker.stopRecords[user]?.unrecorded.isEmpty == true)
         // Once the budget is full again, nothing of it is kept.
         clock.advance(monotonic: 3_600_000)
         tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)

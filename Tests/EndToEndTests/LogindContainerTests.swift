@@ -348,7 +348,7 @@ extension BootedContainer {
         let snippet = try String(
             contentsOf: CurfewRunner.repositoryRoot.appendingPathComponent("packaging/pam/curfew"), encoding: .utf8)
         let line = snippet.split(separator: "\n").first { $0.hasPrefix("account") }.map(String.init) ?? ""
-        #expect(line == "account required pam_exec.so quiet stdout /usr/bin/curfew check-login")
+        #expect(line == "account required pam_exec.so quiet stdout seteuid /usr/bin/curfew check-login")
         let wired = line.replacingOccurrences(of: "/usr/bin/curfew", with: "/opt/curfew/curfew")
             + " --state-dir \(Self.enforcedState) --socket \(Self.enforcedSocket)"
         try ok(["sh", "-c", "echo '\(wired)' > /etc/pam.d/curfew && echo '@include curfew' >> /etc/pam.d/common-account"])

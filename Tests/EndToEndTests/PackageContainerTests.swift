@@ -115,10 +115,46 @@ extension BootedContainer {
         return try paths.filter { try run(["test", "-e", $0]).status == 0 }
     }
 
+    /// A parent's administrator account: a member of group sudo, with sudo without a password (as many
+    /// families set it up), and passwords for su: the parent's, root's and kid's.
+    static let parent = "parent"
+    static let passwords = ["parent": "parent-pw", "root": "root-pw", "kid": "kid-pw"]
+
+    func addParentAccount() throws {
+        try ok(["useradd", "--create-home", "--groups", "sudo", "--shell", "/bin/bash", Self.parent])
+        try ok(["sh", "-c", "echo '\(Self.parent) ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/parent && chmod 440 /etc/sudoers.d/parent"])
+        let lines = Self.passwords.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
+        try ok(["sh", "-c", "printf '\(lines)\\n' | chpasswd"])
+        // sudo resolves the host name; the container's /etc/hosts does not know it.
+        try ok(["sh", "-c", "grep -q curfew-test /etc/hosts || echo '127.0.1.1 curfew-test' >> /etc/hosts"])
+    }
+
+    /// `sudo -n ARGS` run by the parent (a non-root user: runuser, which is not a login): status, output.
+    func parentSudo(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let result = try run(["runuser", "-u", Self.parent, "--", "sudo", "-n"] + arguments)
+        return (result.status, result.stdout + result.stderr)
+    }
+
+    /// `su TARGET -c 'id -un'` run by `user` (a non-root user) on a pseudo-terminal (script), typing the
+    /// target's password when su asks for it: su's status and everything the terminal showed.
+    func suThroughTerminal(from user: String, to target: String) throws -> (status: Int32, output: String) {
+        let password = Self.passwords[target] ?? ""
+        // The password goes in after su has asked for it (it flushes what was typed before).
+        let typed = "(sleep 1; printf '%s\\n' '\(password)'; sleep 2)"
+        let result = try run(["runuser", "-u", user, "--", "sh", "-c", "\(typed) | script -qec \"su \(target) -c 'id -un'\" /dev/null"])
+        return (result.status, (result.stdout + result.stderr).replacingOccurrences(of: "\r", with: ""))
+    }
+
     func packageScenario(deb: String) throws {
         // Before: PAM's stacks as libpam-runtime made them, and a parent's own catalog entry for a game
         // (the agent reads /etc/curfew/apps at start).
         let pamBefore = try ok(["sh", "-c", "md5sum /etc/pam.d/common-*"])
+        // A parent's administrator account, whose sudo and su work before Curfew and must work after it.
+        try addParentAccount()
+        let sudoBefore = try parentSudo(["id", "-un"])
+        #expect(sudoBefore.status == 0 && sudoBefore.output == "root\n", "sudo before Curfew: \(sudoBefore)")
+        let suRootBefore = try suThroughTerminal(from: Self.parent, to: "root")
+        #expect(suRootBefore.status == 0 && suRootBefore.output.hasSuffix("root\n"), "su root before Curfew: \(suRootBefore)")
         try ok([
             "sh", "-c",
             """
@@ -151,7 +187,7 @@ extension BootedContainer {
         let account = try ok(["cat", "/etc/pam.d/common-account"])
         let additional = account.components(separatedBy: "# and here are more per-package modules (the \"Additional\" block)")
         #expect(
-            additional.count == 2 && additional[1].hasPrefix("\naccount\trequired\tpam_exec.so quiet stdout /usr/bin/curfew check-login\n"),
+            additional.count == 2 && additional[1].hasPrefix("\naccount\trequired\tpam_exec.so quiet stdout seteuid /usr/bin/curfew check-login\n"),
             "common-account:\n\(account)")
         #expect(!account.contains("@include"), "a hand-made include: \(account)")
         // Man pages and completions made from the CLI's own help.
@@ -159,6 +195,23 @@ extension BootedContainer {
         #expect(manual.contains(".SS check\\-login") && manual.contains("\\-\\-state\\-dir"), "curfew.1:\n\(manual.prefix(2000))")
         try ok(["test", "-s", "/usr/share/man/man8/curfewd.8.gz"])
         try ok(["grep", "-q", "check-login", "/usr/share/bash-completion/completions/curfew"])
+
+        // Installing Curfew changes nothing for a parent: sudo -n and su to root from their own account
+        // (pam_exec runs the check with their real uid unless seteuid; root is never managed).
+        let sudoInstalled = try parentSudo(["id", "-un"])
+        #expect(sudoInstalled.status == 0 && sudoInstalled.output == "root\n", "sudo with Curfew: \(sudoInstalled)")
+        let sudoTrue = try parentSudo(["true"])
+        #expect(sudoTrue.status == 0 && sudoTrue.output.isEmpty, "sudo -n true with Curfew: \(sudoTrue)")
+        let suRoot = try suThroughTerminal(from: Self.parent, to: "root")
+        #expect(suRoot.status == 0 && suRoot.output.hasSuffix("root\n"), "su root with Curfew: \(suRoot)")
+        // Root and administrators are not managed by accident.
+        let rootRefused = try run(["/usr/bin/curfew", "user", "add", "root"])
+        #expect(
+            rootRefused.status == 64 && rootRefused.stderr.contains("root is never managed"), "curfew user add root: \(rootRefused)")
+        let adminRefused = try run(["/usr/bin/curfew", "user", "add", Self.parent])
+        #expect(
+            adminRefused.status == 64 && adminRefused.stderr.contains("administrators are managed only with --allow-admin"),
+            "curfew user add parent: \(adminRefused)")
 
         // A parent's first policy, with the installed defaults; the agent confirms every change.
         try installedCurfew(["user", "add", "kid"])
@@ -206,6 +259,10 @@ extension BootedContainer {
         let policy = try installedCurfew(["policy", "show", "kid", "--json"])
         #expect(policy.contains("\"dailyLimitMinutes\": 15"), "\(policy)")
 
+        // While kid has time, the parent's su to kid (kid's password, through the account stack) works.
+        let suKidAllowed = try suThroughTerminal(from: Self.parent, to: "kid")
+        #expect(suKidAllowed.status == 0 && suKidAllowed.output.hasSuffix("kid\n"), "su kid with time left: \(suKidAllowed)")
+
         // kid logs in on a console (PAM through pam-auth-update's stack lets kid in) and is counted.
         let session = try consoleLogin(unit: "kidconsole", typescript: "/tmp/kid-console")
         let loggedIn = Date()
@@ -252,6 +309,21 @@ extension BootedContainer {
         let refused = try suKid()
         #expect(refused.status != 0, "su - kid got in: \(refused.output)")
         #expect(refused.output.contains("Curfew: kid may not log in now: today's limit of 15m is used up."), "\(refused.output)")
+        // The same from the parent's own account on a terminal, while the parent's sudo and su to root
+        // are untouched by kid's lockout.
+        let suKidRefused = try suThroughTerminal(from: Self.parent, to: "kid")
+        #expect(
+            suKidRefused.status != 0 && suKidRefused.output.contains("Curfew: kid may not log in now: today's limit of 15m is used up.")
+                && !suKidRefused.output.hasSuffix("kid\n"),
+            "su kid at the limit: \(suKidRefused)")
+        let sudoLocked = try parentSudo(["true"])
+        #expect(sudoLocked.status == 0 && sudoLocked.output.isEmpty, "sudo -n true while kid is locked out: \(sudoLocked)")
+        let suRootLocked = try suThroughTerminal(from: Self.parent, to: "root")
+        #expect(suRootLocked.status == 0 && suRootLocked.output.hasSuffix("root\n"), "su root while kid is locked out: \(suRootLocked)")
+        // kid's own su to kid (a login of kid's) is refused too, with the reason on kid's terminal.
+        let kidSu = try suThroughTerminal(from: "kid", to: "kid")
+        #expect(
+            kidSu.status != 0 && kidSu.output.contains("Curfew: kid may not log in now"), "kid's su at the limit: \(kidSu)")
 
         // remove: the agent and PAM's line go, the data stays; kid may log in again.
         try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y", "curfew"], timeout: 120)

@@ -46,6 +46,38 @@ public enum Accounts {
         lookup { pwd, buffer, size, result in getpwuid_r(uid, &pwd, buffer, size, &result) }
     }
 
+    /// Groups whose members administer the machine (sudo on Debian, wheel on Fedora and Arch, admin on
+    /// older Ubuntu): managing one of them could lock a parent out of their own computer.
+    public static let administratorGroups: Set<String> = ["sudo", "wheel", "admin"]
+
+    /// The administrator groups `name` belongs to (primary group included), sorted; empty when none
+    /// or when the account does not exist (getgrouplist).
+    public static func administratorGroups(of name: String) -> [String] {
+        guard let account = account(named: name) else { return [] }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        while getgrouplist(name, account.gid, &groups, &count) < 0 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+        }
+        return Set(groups.prefix(Int(count)).compactMap(groupName)).intersection(administratorGroups).sorted()
+    }
+
+    /// The name of group `gid` (getgrgid_r).
+    public static func groupName(_ gid: gid_t) -> String? {
+        let size = 65_536
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+        defer { buffer.deallocate() }
+        var group = Glibc.group()
+        var result: UnsafeMutablePointer<Glibc.group>? = nil
+        guard getgrgid_r(gid, &group, buffer, size, &result) == 0, result != nil else { return nil }
+        return String(cString: group.gr_name)
+    }
+
+    /// Whether `name` is an account with uid 0 (root, or another name for it such as toor): never managed.
+    public static func isSuperuser(_ name: String) -> Bool {
+        name == "root" || account(named: name)?.uid == 0
+    }
+
     private static func lookup(
         _ call: (inout passwd, UnsafeMutablePointer<CChar>, Int, inout UnsafeMutablePointer<passwd>?) -> Int32
     ) -> Account? {
