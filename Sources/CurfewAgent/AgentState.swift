@@ -21,17 +21,25 @@ public final class AgentState: Sendable {
 
     /// Something to tell a child: on their terminals and as a desktop notification.
     public struct ChildMessage: Sendable, Equatable {
+        /// What the message is about: desktop notifications of one kind replace each other while
+        /// they wait (`DesktopNotifications`).
+        public enum Kind: String, Sendable, Hashable {
+            case warning, lockout, appStopped = "app-stopped", answer, other
+        }
+
         public var user: String
         public var summary: String
         public var body: String
         /// freedesktop urgency: 0 low, 1 normal, 2 critical.
         public var urgency: UInt8
+        public var kind: Kind
 
-        public init(user: String, summary: String, body: String, urgency: UInt8 = 1) {
+        public init(user: String, summary: String, body: String, urgency: UInt8 = 1, kind: Kind = .other) {
             self.user = user
             self.summary = summary
             self.body = body
             self.urgency = urgency
+            self.kind = kind
         }
     }
 
@@ -48,6 +56,31 @@ public final class AgentState: Sendable {
         /// Other computers' screen time per user, for one local day each.
         var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
         var stopping = false
+        /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
+        var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
+    }
+
+    /// A child at bedtime can run `su` to themself in a loop: 20 refusals are recorded at once, then
+    /// one a minute; the next one recorded says how many were not.
+    static let loginRefusalBurst = 20
+    static let loginRefusalRefillMilliseconds: Int64 = 60_000
+
+    /// Whether this refused login of `user` is recorded (and logged); if so, how many refusals before
+    /// it were not. `monotonic` in milliseconds.
+    public func admitLoginRefusal(of user: String, monotonic: Int64) -> Int? {
+        contents.withLock { contents in
+            var entry =
+                contents.loginRefusals[user]
+                ?? (EventBudget(capacity: Self.loginRefusalBurst, refillMilliseconds: Self.loginRefusalRefillMilliseconds, now: monotonic), 0)
+            defer { contents.loginRefusals[user] = entry }
+            guard entry.budget.take(now: monotonic) else {
+                entry.unrecorded += 1
+                return nil
+            }
+            let before = entry.unrecorded
+            entry.unrecorded = 0
+            return before
+        }
     }
 
     let contents = Mutex(Contents())
@@ -80,7 +113,15 @@ public final class AgentState: Sendable {
     }
 
     /// Queues a message for a child; the enforcer delivers it.
-    public func post(_ message: ChildMessage) { contents.withLock { $0.outbox.append(message) } }
+    /// Messages waiting for the enforcer; more are dropped, oldest first (it takes them every 200 ms).
+    static let maxOutbox = 256
+
+    public func post(_ message: ChildMessage) {
+        contents.withLock {
+            if $0.outbox.count >= Self.maxOutbox { $0.outbox.removeFirst() }
+            $0.outbox.append(message)
+        }
+    }
 
     public func takeMessages() -> [ChildMessage] {
         contents.withLock {

@@ -34,12 +34,17 @@ final class Enforcer {
     /// How often the same action is asked again for a session that has not complied.
     static let repeatMilliseconds: Int64 = 2_000
 
+    /// Desktop notifications: one worker thread, one busctl at a time.
+    let notifications: DesktopNotifications
+
     init(agent: Agent) {
         self.agent = agent
         self.logger = agent.logger
+        self.notifications = DesktopNotifications(logger: agent.logger)
     }
 
     func run(until stop: StopFlag) {
+        defer { notifications.stop() }
         while !stop.isSet {
             step(now: Int64(Date().timeIntervalSince1970 * 1000), monotonic: ClockReading.now().monotonic)
             usleep(200_000)
@@ -115,7 +120,7 @@ final class Enforcer {
                 case .pending:
                     continue
                 }
-                agent.state.post(AgentState.ChildMessage(user: request.user, summary: "Curfew", body: body, urgency: 1))
+                agent.state.post(AgentState.ChildMessage(user: request.user, summary: "Curfew", body: body, urgency: 1, kind: .answer))
             }
             try agent.store.write { try RequestTable.markNotified(ids: answers.map(\.id), $0) }
         } catch {
@@ -128,7 +133,7 @@ final class Enforcer {
         agent.state.post(
             AgentState.ChildMessage(
                 user: user, summary: warning.isCountdown ? "Curfew: \(Warning.describe(seconds: warning.remainingSeconds)) left" : "Curfew",
-                body: warning.message + ".", urgency: warning.isCountdown ? 2 : 1))
+                body: warning.message + ".", urgency: warning.isCountdown ? 2 : 1, kind: .warning))
         var data = JSONObject([
             ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
             ("thresholdSeconds", .int(warning.thresholdSeconds)),
@@ -147,7 +152,8 @@ final class Enforcer {
         case .apps: what = "apps are stopped"
         }
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
-        agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2))
+        agent.state.post(
+            AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2, kind: .lockout))
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
         data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
         agent.recordEvent(
@@ -214,30 +220,27 @@ final class Enforcer {
         }
     }
 
-    /// Writes each message to the child's terminals now and sends it to their desktop from a
-    /// short-lived thread (a notification server that does not answer must not hold up enforcement).
+    /// Writes each message to the child's terminals now and queues it for their desktop; the
+    /// notification worker sends it (a notification server that does not answer must not hold up
+    /// enforcement, nor make the agent start a thread per message).
     func deliver(_ messages: [AgentState.ChildMessage]) {
         for message in messages {
             guard let account = Accounts.account(named: message.user) else { continue }
+            // Bodies name apps, whose names a program chose: no escape sequence reaches a terminal.
             let terminals = TerminalMessages.write(
-                "\(message.summary): \(message.body)", toTerminalsOf: account.uid, devRoot: agent.configuration.devRoot)
-            let runtimeRoot = agent.configuration.userRuntimeRoot
-            let logger = self.logger
-            guard let address = DesktopNotifier.sessionBusAddress(uid: account.uid, runtimeRoot: runtimeRoot) else {
+                UntrustedText.terminal("\(message.summary): \(message.body)"), toTerminalsOf: account.uid,
+                devRoot: agent.configuration.devRoot)
+            guard
+                let address = DesktopNotifier.sessionBusAddress(uid: account.uid, runtimeRoot: agent.configuration.userRuntimeRoot)
+            else {
                 if terminals.isEmpty {
-                    logger.info("no terminal or desktop to tell", metadata: ["user": "\(message.user)"])
+                    logger.debug("no terminal or desktop to tell", metadata: ["user": "\(message.user)"])
                 }
                 continue
             }
-            let thread = Thread {
-                let result = DesktopNotifier.send(
-                    summary: message.summary, body: message.body, urgency: message.urgency, uid: account.uid,
-                    gid: account.gid, busAddress: address)
-                if case .failure(let error) = result {
-                    logger.info("desktop notification not delivered", metadata: ["user": "\(message.user)", "error": "\(error)"])
-                }
-            }
-            thread.start()
+            notifications.enqueue(
+                DesktopNotifications.Job(
+                    user: message.user, uid: account.uid, gid: account.gid, busAddress: address, message: message))
         }
     }
 }

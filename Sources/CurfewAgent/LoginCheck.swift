@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewLinux
 import CurfewStore
 import Foundation
 
@@ -36,11 +37,12 @@ public struct LoginVerdict: Sendable, Equatable {
         return "on \(date.weekday.rawValue.capitalized) \(date) at \(clock)"
     }
 
-    /// The event a refusal leaves in the audit log.
-    public func event(user: String, service: String, now: Int64) -> AgentEvent {
-        AgentEvent(
-            time: now, user: user, kind: "login-refused", message: message,
-            data: .object(JSONObject([("service", .string(service))])))
+    /// The event a refusal leaves in the audit log; `unrecordedBefore`: refusals since the last
+    /// event that were only counted (past the user's budget).
+    public func event(user: String, service: String, now: Int64, unrecordedBefore: Int = 0) -> AgentEvent {
+        var data = JSONObject([("service", .string(service))])
+        if unrecordedBefore > 0 { data["unrecordedBefore"] = .int(Int64(unrecordedBefore)) }
+        return AgentEvent(time: now, user: user, kind: "login-refused", message: message, data: .object(data))
     }
 }
 
@@ -55,9 +57,12 @@ extension Agent {
             used = live.screenForLimit / 1000
         }
         let verdict = LoginVerdict.decide(user: user, schedule: schedule, usedSeconds: used, now: now)
-        if !verdict.allowed && recordRefusal {
-            logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)"])
-            recordEvent(verdict.event(user: user, service: service, now: now * 1000))
+        // Bounded: a child can ask for refusals as fast as PAM runs (su to themself at bedtime).
+        if !verdict.allowed && recordRefusal,
+            let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic)
+        {
+            logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)", "unrecorded.before": "\(unrecorded)"])
+            recordEvent(verdict.event(user: user, service: service, now: now * 1000, unrecordedBefore: unrecorded))
         }
         return verdict
     }

@@ -333,24 +333,8 @@ struct HTMLWriter {
 
     mutating func raw(_ text: String) { output += text }
 
-    mutating func text(_ text: String) {
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": output += "&amp;"
-            case "<": output += "&lt;"
-            case ">": output += "&gt;"
-            case "\"": output += "&quot;"
-            case "'": output += "&#39;"
-            default:
-                // Control characters (other than tab and newline) are not allowed in HTML text.
-                if character.value < 0x20 && character != "\t" && character != "\n" || character.value == 0x7F {
-                    output += "\u{FFFD}"
-                } else {
-                    output.unicodeScalars.append(character)
-                }
-            }
-        }
-    }
+    /// Escaped by `UntrustedText.html`.
+    mutating func text(_ text: String) { output += UntrustedText.html(text) }
 }
 
 /// Two decimals at most, no trailing zeros: SVG coordinates.

@@ -24,9 +24,13 @@ extension Agent {
             message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
     }
 
-    /// Records a managed user's request for more time and the event that says so.
+    /// Records a managed user's request for more time and the event that says so, in one
+    /// transaction, unless `RequestRules.checkRoom` refuses it (a `PolicyError`; nothing is written,
+    /// so a child's flood of requests adds at most `RequestRules.maxPerHour` rows and events an hour).
     func fileRequest(user: String, minutes: Int, reason: String?, now: Int64) throws -> TimeRequest {
         try store.write { db in
+            let (pending, recent) = try RequestTable.counts(user: user, since: now - RequestRules.windowMilliseconds + 1, db)
+            try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, db)
             var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
             data["reason"] = reason.map { .string($0) } ?? .null
@@ -58,16 +62,9 @@ extension TimeRequest {
 }
 
 extension SocketProtocol {
-    public static let maxReasonLength = 200
-
-    /// Checks what a child asks for: 1...480 minutes, a reason of at most 200 characters.
+    /// Checks what a child asks for (`RequestRules.validate`): 1...480 minutes, a short plain reason.
     public static func validateRequest(minutes: Int64, reason: String?) throws(PolicyError) {
-        guard (1...Int64(GrantRecord.maxMinutes)).contains(minutes) else {
-            throw PolicyError("requested time must be between 1 and \(GrantRecord.maxMinutes) minutes, got \(minutes)")
-        }
-        if let reason, reason.count > maxReasonLength {
-            throw PolicyError("reason must be at most \(maxReasonLength) characters, got \(reason.count)")
-        }
+        try RequestRules.validate(minutes: minutes, reason: reason)
     }
 
     /// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user (not root).
@@ -97,6 +94,9 @@ extension SocketProtocol {
             let request = try agent.fileRequest(
                 user: caller.name, minutes: Int(minutes), reason: reason, now: Int64(Date().timeIntervalSince1970 * 1000))
             return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
+        } catch let refusal as PolicyError {
+            // Not logged: a child asking again and again must not fill the journal either.
+            return failure("not-permitted", refusal.message)
         } catch {
             agent.logger.error("cannot record a request", metadata: ["user": "\(caller.name)", "error": "\(error)"])
             return failure("failed", "the agent could not record the request")

@@ -45,6 +45,16 @@ public final class Tracker {
     var mayStopSomething = false
     var enforcedUIDs = Set<UInt32>()
     let watchdog = SystemdNotify.watchdogInterval() != nil
+    /// Per user: the budget of `app-stopped` events (and log lines) their relaunches may cause, and
+    /// the processes stopped past it, per app, not yet recorded.
+    var stopRecords: [String: (budget: EventBudget, unrecorded: [String: Int])] = [:]
+    /// 60 app-stopped events at once, then one a minute, per user: a child relaunching a blocked app
+    /// in a loop adds at most about 120 events the first hour and 60 an hour after, each stop still
+    /// counted (in the events' `unrecordedBefore` and in summary events).
+    static let stopEventBurst = 60
+    static let stopEventRefillMilliseconds: Int64 = 60_000
+    /// Apps kept apart in the count of unrecorded stops; more are counted under `otherApps`.
+    static let maxUnrecordedApps = 32
 
     /// The clocks; tests pass their own to move the wall clock.
     let clock: () -> ClockReading
@@ -194,6 +204,7 @@ public final class Tracker {
         }
         observe()
         enforceApps()
+        if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
         flush(force: false)
         if watchdog {
             let counting = live.values.filter(\.counting).count
@@ -307,17 +318,28 @@ public final class Tracker {
                 }
                 let signalled = stopper.stop(targets, nowMonotonic: monotonic)
                 guard !signalled.isEmpty else { continue }
-                stopped(app: app, reason: reason, user: user, processes: signalled, now: now)
+                stopped(app: app, reason: reason, user: user, processes: signalled, now: now, monotonic: monotonic)
             }
         }
         _ = stopper.poll(nowMonotonic: monotonic)
     }
 
-    func stopped(app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64) {
+    /// Tells the child (the notification worker coalesces) and, within the user's budget, records
+    /// an `app-stopped` event and a log line; past it the stop is only counted, and recorded later.
+    func stopped(app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64, monotonic: Int64) {
         let message = reason.message(app: app)
+        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2, kind: .appStopped))
+        var records =
+            stopRecords[user]
+            ?? (EventBudget(capacity: Self.stopEventBurst, refillMilliseconds: Self.stopEventRefillMilliseconds, now: monotonic), [:])
+        defer { stopRecords[user] = records }
+        guard records.budget.take(now: monotonic) else {
+            let key = records.unrecorded[app] != nil || records.unrecorded.count < Self.maxUnrecordedApps ? app : UsageSummaryFormat.otherApps
+            records.unrecorded[key, default: 0] += processes.count
+            return
+        }
         logger.notice(
             "stopped an app", metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
-        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2))
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
@@ -327,6 +349,30 @@ public final class Tracker {
                         ("app", .string(app)), ("reason", .string(reason.word)),
                         ("pids", .array(processes.map { .int(Int64($0.pid)) })),
                     ]))))
+    }
+
+    /// Records, as budgets allow, one event per app for the stops that were only counted: the
+    /// audit log says how often, if not each time.
+    func recordUnrecordedStops(now: Int64, monotonic: Int64) {
+        for (user, var records) in stopRecords where !records.unrecorded.isEmpty {
+            for (app, count) in records.unrecorded.sorted(by: { $0.key < $1.key }) {
+                guard records.budget.take(now: monotonic) else { break }
+                records.unrecorded[app] = nil
+                logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
+                pendingEvents.append(
+                    AgentEvent(
+                        time: now, user: user, kind: "app-stopped",
+                        message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
+                        data: .object(JSONObject([("app", .string(app)), ("count", .int(Int64(count))), ("summary", .bool(true))]))))
+            }
+            stopRecords[user] = records
+        }
+        // Users no longer managed, and budgets back to full with nothing to record, are forgotten.
+        let policies = state.policies
+        stopRecords = stopRecords.filter { user, records in
+            var budget = records.budget
+            return policies[user] != nil && (!records.unrecorded.isEmpty || !budget.isFull(now: monotonic))
+        }
     }
 
     func app(of process: TrackedProcess) -> String {

@@ -64,7 +64,7 @@ final class UsageExchange {
                 }
                 let summary = UsageSummary(
                     machine: agent.machine.id, host: agent.machine.host, key: machineKeyID, user: user, day: day,
-                    buckets: rows.filter { $0.milliseconds > 0 }.map {
+                    writing: rows.map {
                         UsageSummary.Bucket(hour: $0.hour, app: $0.app, milliseconds: $0.milliseconds)
                     },
                     time: now)

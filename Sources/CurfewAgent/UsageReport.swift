@@ -223,7 +223,8 @@ public struct UsageReport: Sendable {
             })
     }
 
-    /// "kids-pc (this computer) 1h, den-pc 30m": the computers a report adds up, for people.
+    /// "kids-pc (this computer) 1h, den-pc 30m": the computers a report adds up, for people (host
+    /// names as written in summaries in the shared directory: escape for the output form).
     public var computersLine: String? {
         computers.map { list in
             "computers: " + list.map { "\($0.label) \(UsageReport.duration($0.screenSeconds))" }.joined(separator: ", ")
@@ -242,7 +243,7 @@ public struct UsageReport: Sendable {
         case .app:
             lines = ["date,app,seconds"]
             for day in days {
-                for app in day.apps { lines.append("\(day.date),\(UsageReport.csvField(app.app)),\(app.seconds)") }
+                for app in day.apps { lines.append("\(day.date),\(UntrustedText.csvCell(app.app)),\(app.seconds)") }
             }
         case .hour:
             lines = ["date,hour,screen_seconds"]
@@ -253,10 +254,6 @@ public struct UsageReport: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func csvField(_ text: String) -> String {
-        text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
-            ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
-    }
 
     // MARK: Table
 
@@ -276,7 +273,7 @@ public struct UsageReport: Sendable {
 
     public func lines(by grouping: Grouping, palette: Palette = .none) -> [String] {
         var lines = ["\(palette.bold)\(user): \(from == to ? "\(from)" : "\(from) to \(to)") (\(timezone))\(palette.reset)"]
-        if let computersLine { lines.append("  \(computersLine)") }
+        if let computersLine { lines.append("  \(UntrustedText.terminal(computersLine))") }
         switch grouping {
         case .day:
             var rows: [[String]] = [["DATE", "DAY", "SCREEN", "LIMIT", ""]]
@@ -301,7 +298,7 @@ public struct UsageReport: Sendable {
             let top = apps.first?.seconds ?? 0
             lines += UsageReport.columns(
                 [["APP", "TIME", ""]]
-                    + apps.map { [$0.app, UsageReport.duration($0.seconds), UsageReport.share($0.seconds, of: top)] },
+                    + apps.map { [UntrustedText.terminal($0.app), UsageReport.duration($0.seconds), UsageReport.share($0.seconds, of: top)] },
                 lastColumnColours: [""] + apps.map { _ in palette.within }, palette: palette)
         case .hour:
             let top = hourSeconds.max() ?? 0

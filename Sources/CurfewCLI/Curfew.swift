@@ -109,7 +109,7 @@ func announce(
             Output.line("published version \(version); no computer has confirmed it yet")
         } else {
             Output.line("published version \(version) as record \(id)")
-            answers.forEach { Output.line($0.line) }
+            answers.forEach { Output.line(UntrustedText.terminal($0.line)) }
         }
     }
     if let (version, _) = published, !missing.isEmpty, let seconds = options.waiting.seconds {

@@ -107,10 +107,18 @@ struct Grant: ParsableCommand {
 
 struct Request: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Ask a parent for more time today (run by a child; the agent records it).")
+        abstract: "Ask a parent for more time today (run by a child; the agent records it).",
+        discussion: """
+            At most \(RequestRules.maxPending) requests may wait for an answer, and at most \(RequestRules.maxPerHour) \
+            are recorded in any hour (answered ones included); past that the agent refuses with exit status 77, \
+            like anything else a child may not do. The reason is plain text: at most \(RequestRules.maxReasonCharacters) \
+            characters, no control characters (exit status 64).
+            """)
 
     @Argument(help: "How much more: 30m, 1h.") var duration: String
-    @Option(name: .long, help: ArgumentHelp("Why, in a few words (at most 200 characters).", valueName: "text"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Why, in a few words (at most \(RequestRules.maxReasonCharacters) characters).", valueName: "text"))
     var reason: String?
     @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
     var socket: String?

@@ -1,3 +1,5 @@
+import CurfewCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -43,8 +45,11 @@ enum Output {
     }
 }
 
-/// Left-aligned columns, padded to the widest cell of each column.
+/// Left-aligned columns, padded to the widest cell of each column. Every cell is shown as
+/// `UntrustedText.terminal` gives it: cells hold names and reasons that children and processes
+/// chose, and a control character must neither reach the terminal nor start a fake row.
 func table(_ rows: [[String]], indent: String = "  ") -> [String] {
+    let rows = rows.map { $0.map(UntrustedText.terminal) }
     guard let columns = rows.map(\.count).max() else { return [] }
     var widths = [Int](repeating: 0, count: columns)
     for row in rows {

@@ -218,7 +218,8 @@ struct SyncStatus: ParsableCommand {
         } else if computers.isEmpty {
             Output.line("no computer has announced itself in \(workspace.shared.path) yet (curfewd writes machines/<id>.json at start)")
         } else {
-            lines.forEach { Output.line($0) }
+            // Host names, reasons and problems come from files in the shared directory.
+            lines.forEach { Output.line(UntrustedText.terminal($0)) }
         }
     }
 }

@@ -387,8 +387,12 @@ public struct AppCatalog: Sendable {
                 return app.name
             }
         }
-        if let path, !Self.basename(path).isEmpty { return Self.basename(path) }
-        if let first = facts.commandLine.first, !Self.basename(first).isEmpty { return Self.basename(first) }
+        // Names a process chose (argv[0] can be any length): cut to what a usage summary holds, so
+        // the same name is kept in the database, shown in reports and shared with other computers.
+        if let path, !Self.basename(path).isEmpty { return Self.basename(path).prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes) }
+        if let first = facts.commandLine.first, !Self.basename(first).isEmpty {
+            return Self.basename(first).prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
+        }
         return "unknown"
     }
 

@@ -42,6 +42,34 @@ public struct UsageSummary: Sendable, Equatable {
         self.time = time
     }
 
+    /// Builds the summary that is written, from this computer's figures: each app name as
+    /// `UsageSummaryFormat.appName` gives it, so every reader accepts it; buckets whose names become
+    /// the same are added up (within the reader's limit), and empty ones are left out.
+    public init(
+        machine: String, host: String, key: String, user: String, day: LocalDate, writing buckets: [Bucket], time: Int64
+    ) {
+        func merge(_ buckets: [Bucket]) -> [Bucket] {
+            var merged: [Bucket: Int64] = [:]
+            for bucket in buckets where bucket.milliseconds > 0 {
+                let key = Bucket(hour: bucket.hour, app: UsageSummaryFormat.appName(bucket.app), milliseconds: 0)
+                merged[key] = min(merged[key, default: 0] + bucket.milliseconds, UsageSummaryFormat.maxBucketMilliseconds)
+            }
+            return merged.map { Bucket(hour: $0.key.hour, app: $0.key.app, milliseconds: $0.value) }
+        }
+        var kept = merge(buckets)
+        // A child who runs hundreds of differently named programs must not push the summary past
+        // what readers accept: the least used app buckets are folded into one per hour.
+        let apps = kept.filter { $0.app != UsageKey.screen }
+        if apps.count > UsageSummaryFormat.maxNamedAppBuckets {
+            let ranked = apps.sorted { ($0.milliseconds, $1) > ($1.milliseconds, $0) }
+            let folded = ranked.dropFirst(UsageSummaryFormat.maxNamedAppBuckets).map {
+                Bucket(hour: $0.hour, app: UsageSummaryFormat.otherApps, milliseconds: $0.milliseconds)
+            }
+            kept = merge(kept.filter { $0.app == UsageKey.screen } + ranked.prefix(UsageSummaryFormat.maxNamedAppBuckets) + folded)
+        }
+        self.init(machine: machine, host: host, key: key, user: user, day: day, buckets: kept, time: time)
+    }
+
     /// Builds the buckets from per-(hour, app) totals, leaving out empty ones.
     public init(
         machine: String, host: String, key: String, user: String, day: LocalDate, totals: [UsageKey: Int64], time: Int64
@@ -128,7 +156,7 @@ public struct UsageSummary: Sendable, Equatable {
         var buckets: [Bucket] = []
         for entry in entries {
             guard case .array(let parts) = entry, parts.count == 3, case .int(let hour) = parts[0], (0...23).contains(hour),
-                case .string(let app) = parts[1], app.utf8.count <= 255, !app.unicodeScalars.contains(where: { $0.value < 0x20 }),
+                case .string(let app) = parts[1], UsageSummaryFormat.accepts(app: app),
                 case .int(let milliseconds) = parts[2], (1...UsageSummaryFormat.maxBucketMilliseconds).contains(milliseconds)
             else {
                 throw RecordError(
@@ -161,4 +189,25 @@ public enum UsageSummaryFormat {
     public static let maxBytes = 256 * 1024
     /// An hour's bucket holds at most two hours: the repeated hour when daylight saving time ends.
     public static let maxBucketMilliseconds: Int64 = 2 * 3_600_000
+    /// App buckets a writer names one by one; the rest go to `otherApps` (one bucket per hour).
+    /// With names of at most 255 bytes (510 once JSON-escaped), 24 screen buckets and 24 folded
+    /// ones, a summary stays well under `maxBytes`.
+    public static let maxNamedAppBuckets = 352
+    public static let otherApps = "(other apps)"
+    /// The longest app name a summary holds, in UTF-8 bytes (a file name's limit on Linux).
+    public static let maxAppBytes = 255
+
+    /// The rule every reader applies to a bucket's app name: at most 255 UTF-8 bytes and no C0
+    /// control character. A summary with one name that breaks it is refused whole.
+    public static func accepts(app name: String) -> Bool {
+        name.utf8.count <= maxAppBytes && !name.unicodeScalars.contains(where: { $0.value < 0x20 })
+    }
+
+    /// The name a writer puts in a summary for an app of this computer: the name itself when
+    /// `accepts(app:)`, else its escaped form (`UntrustedText.terminal`, so `\x1b` for ESC) cut to
+    /// 255 bytes, which always passes. A program's file name can hold any byte but `/` and NUL; it
+    /// must never make the whole summary unreadable on the family's other computers.
+    public static func appName(_ name: String) -> String {
+        accepts(app: name) ? name : UntrustedText.terminal(name).prefix(utf8Bytes: maxAppBytes)
+    }
 }

@@ -75,6 +75,19 @@ public enum RequestTable {
             status: .pending)
     }
 
+    /// How many requests of `user` are waiting for an answer, and how many were made at or after
+    /// `since` (milliseconds; answered ones included): what `RequestRules.checkRoom` weighs.
+    public static func counts(user: String, since: Int64, _ db: Database) throws -> (pending: Int, recent: Int) {
+        let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT COALESCE(SUM(status = 'pending'), 0), COALESCE(SUM(created_ms >= ?), 0)
+                FROM requests WHERE user = ? AND (status = 'pending' OR created_ms >= ?)
+                """,
+            arguments: [since, user, since])
+        return (row?[0] ?? 0, row?[1] ?? 0)
+    }
+
     public static func find(id: Int64, _ db: Database) throws -> TimeRequest? {
         try Row.fetchOne(db, sql: "SELECT \(columns) FROM requests WHERE id = ?", arguments: [id]).map(request)
     }

@@ -70,6 +70,10 @@ import Testing
         (#"{"command":"request","minutes":0}"#, UInt32(65534), "bad-request", "requested time must be between 1 and 480 minutes, got 0"),
         (#"{"command":"request","minutes":"30m"}"#, UInt32(65534), "bad-request", "\"minutes\" must be a whole number"),
         (#"{"command":"request","minutes":30,"reason":7}"#, UInt32(65534), "bad-request", "\"reason\" must be a string"),
+        (
+            #"{"command":"request","minutes":30,"reason":"\u001b[2J\n7 kid"}"#, UInt32(65534), "bad-request",
+            #"reason must be plain text without control characters, got \x1b in "\u001b[2J\n7 kid""#
+        ),
     ])
     func refusedRequestsRecordNothing(request: String, uid: UInt32, error: String, message: String) throws {
         let (agent, root, _) = try agent()
@@ -78,6 +82,43 @@ import Testing
         #expect(reply["error"] == .string(error))
         #expect(reply["message"] == .string(message))
         #expect(try agent.store.read { try RequestTable.all($0) }.isEmpty)
+    }
+
+    /// A child who asks again and again: 5 wait at most, and 10 an hour are recorded whatever
+    /// the parent answers; each refusal names the rule and records nothing.
+    @Test func requestsAreCappedWhileWaitingAndPerHour() throws {
+        let (agent, root, _) = try agent()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let ask = #"{"command":"request","minutes":30}"#
+        for _ in 0..<5 { #expect(answer(agent, ask, uid: 65534)["ok"] == .bool(true)) }
+        let sixth = answer(agent, ask, uid: 65534)
+        #expect(sixth["error"] == .string("not-permitted"))
+        #expect(
+            sixth["message"] == .string("at most 5 requests may wait for an answer, nobody has 5; wait until a parent answers them"))
+        // A parent answers them all: five more may be asked, then the hour is full.
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        try agent.store.write { db in
+            for request in try RequestTable.pending(db) {
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+            }
+        }
+        for _ in 0..<5 { #expect(answer(agent, ask, uid: 65534)["ok"] == .bool(true)) }
+        try agent.store.write { db in
+            for request in try RequestTable.pending(db) {
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+            }
+        }
+        let eleventh = answer(agent, ask, uid: 65534)
+        #expect(eleventh["error"] == .string("not-permitted"))
+        #expect(eleventh["message"] == .string("at most 10 requests an hour are recorded, nobody made 10 in the last hour"))
+        #expect(try agent.store.read { try RequestTable.all($0) }.count == 10)
+        let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
+        #expect(events.filter { $0.kind == "time-requested" }.count == 10)
+        // An hour later none of them counts any more.
+        let later = try agent.store.read { try RequestTable.counts(user: "nobody", since: now + 3_600_000, $0) }
+        #expect(later.pending == 0 && later.recent == 0)
+        let counted = try agent.store.read { try RequestTable.counts(user: "nobody", since: now - 3_600_000, $0) }
+        #expect(counted.pending == 0 && counted.recent == 10)
     }
 
     @Test func aLongReasonIsRefused() throws {

@@ -131,4 +131,44 @@ struct TrackerTests {
         #expect(try screen(store) == 2_000)
         #expect(tracker.pending.isEmpty)
     }
+
+    /// A child relaunching a blocked app in a loop: 60 events at once, then one a minute, and the
+    /// stops past the budget are recorded as a count per app once there is room again.
+    @Test func stopsPastTheBudgetAreCountedNotRecordedOneByOne() throws {
+        let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
+        let (tracker, store, directory, subject) = try tracker(clock)
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            withExtendedLifetime(subject) {}
+        }
+        let user = TrackerTests.user
+        func stop(_ app: String, pids: Int32) {
+            let now = clock.now
+            tracker.stopped(
+                app: app, reason: StopReason.blocked, user: user, processes: (0..<pids).map { ProcessRef(pid: 1_000 + $0, startTime: 1) },
+                now: now.wall, monotonic: now.monotonic)
+        }
+        for _ in 0..<500 { stop("steam", pids: 2) }
+        for _ in 0..<3 { stop("minecraft", pids: 1) }
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        tracker.flush(force: true)
+        func stopEvents() throws -> [AgentEvent] {
+            try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == "app-stopped" }
+        }
+        #expect(try stopEvents().count == Tracker.stopEventBurst)
+        #expect(tracker.state.takeMessages().count <= AgentState.maxOutbox)
+        // A minute later: one token, for the first app in name order; another minute, the next.
+        clock.advance(monotonic: 60_000)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        clock.advance(monotonic: 60_000)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        tracker.flush(force: true)
+        let summaries = try stopEvents().dropFirst(Tracker.stopEventBurst).map(\.message)
+        #expect(summaries == ["minecraft was stopped 3 more times (not recorded one by one)", "steam was stopped 880 more times (not recorded one by one)"])
+        #expect(tracker.stopRecords[user]?.unrecorded.isEmpty == true)
+        // Once the budget is full again, nothing of it is kept.
+        clock.advance(monotonic: 3_600_000)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        #expect(tracker.stopRecords.isEmpty)
+    }
 }

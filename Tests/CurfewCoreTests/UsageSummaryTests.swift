@@ -59,6 +59,51 @@ struct UsageSummaryTests {
         #expect(summary.buckets == [.init(hour: 8, app: "", milliseconds: 5_000)])
     }
 
+    @Test("what a writer builds from any app names is read back by every reader")
+    func writtenNamesAreReadable() throws {
+        let esc = "\u{1B}"
+        let hostile = [
+            "\(esc)[2J", "\(esc)]0;title\u{07}", "homework\nkid  5h", "tab\there", "del\u{7F}", "c1\u{85}",
+            String(repeating: "x", count: 300), String(repeating: "\u{1}", count: 200),
+        ]
+        // "\\x1b[2J" is what ESC [2J becomes: the two buckets are one app once written.
+        let buckets = (hostile + ["\\x1b[2J", "firefox"]).map { UsageSummary.Bucket(hour: 20, app: $0, milliseconds: 60_000) }
+            + [.init(hour: 20, app: "", milliseconds: 600_000), .init(hour: 21, app: "vlc", milliseconds: 0)]
+        let written = UsageSummary(
+            machine: "den-pc", host: "den", key: "0123456789abcdef", user: "kid", day: Self.day, writing: buckets, time: 1_795_000_000)
+        let (read, _) = try UsageSummary.parse(written.fileBytes(signature: "c2ln"))
+        #expect(read == written)
+        let apps = read.totals
+        #expect(apps["\\x1b[2J"] == 120_000 && apps["\\x1b]0;title\\x07"] == 60_000 && apps["homework\\nkid  5h"] == 60_000)
+        #expect(apps["tab\\there"] == 60_000 && apps["firefox"] == 60_000 && apps[""] == 600_000 && apps["vlc"] == nil)
+        // Accepted names are kept as they are (DEL and C1 pass the reader's rule; output escapes them).
+        #expect(apps["del\u{7F}"] == 60_000 && apps["c1\u{85}"] == 60_000)
+        #expect(apps[String(repeating: "x", count: 255)] == 60_000)
+        // Cut to 255 bytes, in the middle of an escape if need be: still readable.
+        #expect(apps[String(repeating: "\\x01", count: 63) + "\\x0"] == 60_000)
+        #expect(read.buckets.allSatisfy { UsageSummaryFormat.accepts(app: $0.app) })
+    }
+
+    @Test("a writer folds the least used of hundreds of apps so the summary stays readable")
+    func manyApps() throws {
+        var buckets: [UsageSummary.Bucket] = []
+        for hour in 0..<24 {
+            buckets.append(.init(hour: hour, app: "", milliseconds: 3_600_000))
+            for index in 0..<100 {
+                let name = String(repeating: "\"", count: 200) + "-\(hour)-\(index)"
+                buckets.append(.init(hour: hour, app: name, milliseconds: Int64(1_000 + index)))
+            }
+        }
+        let written = UsageSummary(
+            machine: "den-pc", host: "den", key: "0123456789abcdef", user: "kid", day: Self.day, writing: buckets, time: 1_795_000_000)
+        let bytes = written.fileBytes(signature: "c2ln")
+        #expect(bytes.count <= UsageSummaryFormat.maxBytes)
+        let (read, _) = try UsageSummary.parse(bytes)
+        #expect(read.buckets.count == 24 + UsageSummaryFormat.maxNamedAppBuckets + 24)
+        #expect(read.buckets.filter { $0.app != "" }.reduce(0) { $0 + $1.milliseconds } == buckets.filter { $0.app != "" }.reduce(0) { $0 + $1.milliseconds })
+        #expect(read.screenMilliseconds == 24 * 3_600_000)
+    }
+
     @Test("a summary replaces a kept one when it is newer or holds more screen time, never an older copy")
     func replacement() {
         var later = Self.sample
