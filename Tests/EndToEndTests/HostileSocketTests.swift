@@ -196,6 +196,5 @@ struct HostileSocketTests {
         #expect(abs(Double(screen) - attackSeconds) <= 2.0, "screen \(screen) s during an attack of \(attackSeconds) s: \(counted)")
         agentStopped = true
         #expect(agent.stop() == 0, "\(agent.log)")
-        print(agent.log)
     }
 }
