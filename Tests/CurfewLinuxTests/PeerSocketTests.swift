@@ -60,7 +60,11 @@ final class ServingSocket {
                         $0.oversized += tally.oversized
                     }
                 }, until: { shared.stop.withLock { $0 } }
-            ) { line, caller in "\(caller.uid) \(line)" }
+            ) { line, caller in
+                // `big N`: an answer of N bytes, more than a socket buffer holds.
+                if line.hasPrefix("big "), let size = Int(line.dropFirst(4)) { return String(repeating: "y", count: size) }
+                return "\(caller.uid) \(line)"
+            }
             shared.finished.signal()
         }.start()
     }
@@ -141,6 +145,24 @@ final class RawConnection {
         for connection in idle { #expect(connection.readUntilClosed(within: 1) == "") }
         #expect(try PeerSocketClient.request(path: serving.path, line: "again") == "\(getuid()) again")
         #expect(pollUntil(seconds: 2) { serving.tally.expired == 101 }, "\(serving.tally)")
+    }
+
+    /// An answer the caller does not read is never waited for: others are served meanwhile, and the
+    /// connection is dropped at the answer's deadline.
+    @Test func aCallerWhoDoesNotReadTheAnswerIsDroppedAtTheDeadline() throws {
+        let serving = try ServingSocket(limits: PeerSocketServer.Limits(requestDeadline: .milliseconds(500)))
+        defer { serving.shutdown() }
+        let greedy = try RawConnection(serving.path)
+        let started = Date()
+        greedy.send("big 8000000\n")
+        usleep(100_000)
+        #expect(try PeerSocketClient.request(path: serving.path, line: "meanwhile", timeout: .milliseconds(300)) == "\(getuid()) meanwhile")
+        #expect(pollUntil(seconds: 3) { serving.tally.expired == 1 }, "\(serving.tally)")
+        let dropped = Date().timeIntervalSince(started)
+        #expect(dropped >= 0.45 && dropped < 1.5, "dropped after \(dropped) s")
+        // What it reads now is the part the socket took, then the end: not 8 MB.
+        let received = greedy.readUntilClosed(within: 2)
+        #expect(received != nil && received!.utf8.count < 8_000_000)
     }
 
     /// Requests in pieces, and a request closed without its newline, are answered; a line over the cap
