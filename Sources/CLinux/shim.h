@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/pidfd.h>
-#include <sys/socket.h>
 
 // <stdlib.h> declares these only under _XOPEN_SOURCE, which the Glibc module is built without; the
 // prototypes are the ones of glibc's stdlib.h (pseudo-terminals: posix_openpt(3), ptsname(3)).
@@ -16,7 +15,10 @@ extern int unlockpt(int __fd);
 extern int ptsname_r(int __fd, char *__buf, size_t __buflen);
 
 // <sys/socket.h> declares accept4 only under _GNU_SOURCE (accept4(2)): an accepted descriptor that is
-// non-blocking and close-on-exec from its first instant.
-extern int accept4(int __fd, struct sockaddr *__addr, socklen_t *__addr_len, int __flags);
+// non-blocking and close-on-exec from its first instant. Not by including <sys/socket.h> here: this
+// module would then own its declarations (SOCK_STREAM, ...) and hide them from files that import only
+// Glibc. socklen_t is glibc's unsigned int.
+struct sockaddr;
+extern int accept4(int __fd, struct sockaddr *__addr, unsigned int *__addr_len, int __flags);
 
 #endif
