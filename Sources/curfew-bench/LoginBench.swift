@@ -7,8 +7,8 @@ import Foundation
 
 /// How long `curfew check-login` (the built binary, run as pam_exec runs it: as root, the user in
 /// PAM_USER) takes for an unmanaged user and for a managed one, with the real `curfewd` idle, under
-/// a child's attack on its socket, frozen (SIGSTOP: it accepts nothing and answers nothing), and
-/// stopped. Issue 12: whatever a child does, a login decision takes at most 2 s.
+/// a child's attack on its socket, frozen (SIGSTOP: it accepts nothing and answers nothing), frozen
+/// with its backlog full (connect itself waits), and stopped. Issue 12: whatever a child does, a login decision takes at most 2 s.
 func runLoginBenchmarks(root: String, runs: Int) throws {
     print("login: curfew check-login as PAM runs it, real curfewd, \(runs) runs each (p50 / max, wall time from spawn to exit)")
     let account = try BenchAccount.resolve()
@@ -31,8 +31,19 @@ func runLoginBenchmarks(root: String, runs: Int) throws {
     children.remove(attacker)
     print("    the attack, by \(account.name): one connection sending a byte every 1.5 s, 300 more held and reopened when closed: \(attack)")
 
+    // Frozen: the connection waits in the backlog for an answer that never comes; then with the
+    // backlog full, connect itself waits. Fewer runs: each takes the client's whole second.
     kill(agent, SIGSTOP)
     bench.measure("agent frozen (SIGSTOP)", runs: max(1, runs / 5))
+    let filler = try bench.startAttack(connections: 600) { report in
+        report.split(separator: " ").contains { $0.hasPrefix("full=") && $0 != "full=0" }
+    }
+    bench.measure("agent frozen, its backlog full", runs: max(1, runs / 5))
+    let filled = bench.attackReport()
+    kill(filler, SIGKILL)
+    waitForExit(filler)
+    children.remove(filler)
+    print("    the backlog (512) filled by \(account.name) while the agent was frozen: \(filled)")
     kill(agent, SIGCONT)
 
     bench.stop(agent)
@@ -113,8 +124,10 @@ private struct LoginBench {
         (readText(attackLog) ?? "").split(separator: "\n").last.map(String.init) ?? "(no report)"
     }
 
-    /// Starts the attack as the bench account; returns once it holds its connections.
-    func startAttack(connections: Int) throws -> pid_t {
+    /// Starts the attack as the bench account; returns once its report says `ready` (by default:
+    /// once it opened connections) and 2 s more have passed.
+    func startAttack(connections: Int, ready: (String) -> Bool = { $0.contains("opened=") }) throws -> pid_t {
+        unlink(attackLog)
         let pid: pid_t
         switch spawnChild(
             "/usr/bin/setpriv",
@@ -128,7 +141,7 @@ private struct LoginBench {
         }
         children.add(pid)
         let deadline = clock.now + .seconds(10)
-        while !attackReport().contains("opened=") {
+        while !ready(attackReport()) {
             guard clock.now < deadline, waitpid(pid, nil, WNOHANG) == 0 else {
                 throw BenchFailure("the attack did not start: \(readText(attackLog) ?? "")")
             }
