@@ -135,7 +135,7 @@ final class RawConnection {
         let started = Date()
         let answer = try PeerSocketClient.request(path: serving.path, line: "hello", timeout: .seconds(5))
         #expect(answer == "\(getuid()) hello")
-        #expect(Date().timeIntervalSince(started) < 0.3, "answered behind a slow caller")
+        #expect(Date().timeIntervalSince(started) < 0.5, "answered behind a slow caller")
         usleep(300_000)
         slow.send("}")
         // Cut off at 600 ms from accept, without an answer: a byte now and then does not extend it.
@@ -249,7 +249,7 @@ final class RawConnection {
         var started = Date()
         #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
         var elapsed = Date().timeIntervalSince(started)
-        #expect(elapsed >= 0.45 && elapsed < 1.0, "gave up after \(elapsed) s with room in the backlog")
+        #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s with room in the backlog")
         // Fill the backlog; connect itself must now time out.
         var fillers: [RawConnection] = []
         while fillers.count < 10, let connection = try? RawConnection(path, nonBlocking: true) { fillers.append(connection) }
@@ -257,12 +257,12 @@ final class RawConnection {
         started = Date()
         #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
         elapsed = Date().timeIntervalSince(started)
-        #expect(elapsed >= 0.45 && elapsed < 1.0, "gave up after \(elapsed) s on a full backlog")
+        #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s on a full backlog")
         // Nobody there at all: at once.
         stalled.shutdown()
         started = Date()
         #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .seconds(5)) }
-        #expect(Date().timeIntervalSince(started) < 0.2)
+        #expect(Date().timeIntervalSince(started) < 0.5)
     }
 
 }
