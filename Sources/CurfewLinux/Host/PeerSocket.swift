@@ -188,7 +188,7 @@ struct PeerSocketLoop {
     /// deadline comes first), then whatever is ready: bytes read, lines answered, answers sent,
     /// callers accepted, latecomers closed.
     mutating func turn(maxWaitMilliseconds: Int64, answer: (String, PeerCredentials) -> String) {
-        var now = monotonicMilliseconds()
+        let now = monotonicMilliseconds()
         expire(now: now)
         let listening = now >= acceptPausedUntil
         var wait = maxWaitMilliseconds
@@ -200,13 +200,13 @@ struct PeerSocketLoop {
         }
         let ready = poll(&pollers, nfds_t(pollers.count), Int32(clamping: max(0, wait)))
         guard ready > 0 else { return }
-        now = monotonicMilliseconds()
         var closing: [Int] = []
         for index in connections.indices where pollers[index + 1].revents != 0 {
             if !handle(index, answer: answer) { closing.append(index) }
         }
         remove(closing)
-        if pollers[0].revents != 0 { acceptPending(now: now) }
+        // Read after the answers above: a newcomer's deadline starts when it is accepted.
+        if pollers[0].revents != 0 { acceptPending(now: monotonicMilliseconds()) }
     }
 
     /// Reads or writes what connection `index` has ready; false when it is done with.
