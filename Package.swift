@@ -39,7 +39,7 @@ let package = Package(
             ]),
         // libsystemd (libsystemd-dev): sd-daemon, sd-journal, sd-login, sd-bus.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // libc declarations the Glibc module lacks: pidfd_open, pidfd_send_signal (glibc 2.36, libc6-dev).
+        // libc declarations the Glibc module lacks: pidfd_open, pidfd_send_signal (glibc 2.36, libc6-dev), accept4.
         .systemLibrary(name: "CLinux"),
         // The machine: /proc, the process connector, pidfds, cgroups, logind, sd_notify, the journal.
         .target(

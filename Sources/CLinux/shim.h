@@ -14,4 +14,11 @@ extern int grantpt(int __fd);
 extern int unlockpt(int __fd);
 extern int ptsname_r(int __fd, char *__buf, size_t __buflen);
 
+// <sys/socket.h> declares accept4 only under _GNU_SOURCE (accept4(2)): an accepted descriptor that is
+// non-blocking and close-on-exec from its first instant. Not by including <sys/socket.h> here: this
+// module would then own its declarations (SOCK_STREAM, ...) and hide them from files that import only
+// Glibc. socklen_t is glibc's unsigned int.
+struct sockaddr;
+extern int accept4(int __fd, struct sockaddr *__addr, unsigned int *__addr_len, int __flags);
+
 #endif

@@ -443,11 +443,22 @@ public final class Agent: Sendable {
             return
         }
         defer { server.shutdown() }
-        while !stop.isSet {
-            guard let connection = try? server.accept(timeoutMilliseconds: 250) else { continue }
-            let answer = SocketProtocol.answer(
-                request: connection.readLine() ?? "", callerUID: connection.uid, agent: self)
-            connection.writeLine(answer.canonicalString)
+        server.serve(
+            busyAnswer: SocketProtocol.busy.canonicalString,
+            report: { tally in
+                // At most once a minute, and only when callers were turned away or cut off: a child's
+                // flood must not become a flood of log lines.
+                let worst = tally.troubleByUID.max { $0.value < $1.value }
+                logger.notice(
+                    "socket callers turned away or cut off",
+                    metadata: [
+                        "accepted": "\(tally.accepted)", "answered": "\(tally.answered)", "refused": "\(tally.refused)",
+                        "evicted": "\(tally.evicted)", "expired": "\(tally.expired)", "oversized": "\(tally.oversized)",
+                        "uid": "\(worst?.key ?? 0)", "uid.count": "\(worst?.value ?? 0)",
+                    ])
+            }, until: { stop.isSet }
+        ) { line, caller in
+            SocketProtocol.answer(request: line, callerUID: caller.uid, agent: self).canonicalString
         }
     }
 

@@ -53,6 +53,9 @@ public enum SocketProtocol {
         }
     }
 
+    /// Sent to a caller turned away at connect: their account (or everyone) has too many connections open.
+    static let busy = failure("busy", "too many connections to the agent are open; try again in a moment")
+
     static func failure(_ code: String, _ message: String) -> JSONValue {
         .object(JSONObject([("ok", .bool(false)), ("error", .string(code)), ("message", .string(message))]))
     }

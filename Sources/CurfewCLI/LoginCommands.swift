@@ -58,7 +58,9 @@ struct CheckLogin: ParsableCommand {
         let socketPath = Locations.socket(socket, environment: environment)
         let request = JSONValue.object(
             JSONObject([("command", .string("check-login")), ("user", .string(user)), ("service", .string(service))]))
-        if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString),
+        // At most 1 s for the agent (connect, request and answer), whatever is on the socket: the
+        // records on disk then decide, so a login never waits more than 2 s.
+        if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString, timeout: .seconds(1)),
             case .object(let object)? = try? JSONValue.parse(answer)
         {
             if object["ok"] == .bool(true), case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"] {

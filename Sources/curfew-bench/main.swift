@@ -1,20 +1,22 @@
 // Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
 // tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
-// confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage).
+// confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage) and
+// login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports]   (no argument: all; TrackingOptions.fromEnvironment lists
-// the environment variables that shorten the tracking section)
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login]   (no argument: all;
+// TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
+// CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default)
 import Foundation
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports"]
+let known = ["policy", "tracking", "enforcement", "sync", "reports", "login"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -49,6 +51,11 @@ do {
     if sections.contains("reports") {
         if sections.count > 1 { print("") }
         try runReportBenchmarks(root: root)
+    }
+    if sections.contains("login") {
+        if sections.count > 1 { print("") }
+        try runLoginBenchmarks(
+            root: root, runs: ProcessInfo.processInfo.environment["CURFEW_BENCH_LOGIN_RUNS"].flatMap { Int($0) } ?? 50)
     }
 } catch {
     print("benchmark failed: \(error)")

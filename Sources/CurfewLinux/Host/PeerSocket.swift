@@ -1,35 +1,97 @@
+import CLinux
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
+/// Who is at the other end of a connection, as the kernel vouches for it (SO_PEERCRED at connect time).
+public struct PeerCredentials: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
 /// The agent's local socket: a Unix stream socket whose connections carry the caller's credentials
 /// (SO_PEERCRED), so the agent decides what each caller may see by who they really are.
-/// One request line in, one response line out.
+/// One request line in, one response line out, then the connection is closed.
+///
+/// Any local account can connect, so every caller is treated as hostile: one event loop (`serve`)
+/// holds many connections at once and never waits on any one of them; each request has a deadline;
+/// each account has a cap on open connections, and the trusted accounts (root: PAM's `check-login`,
+/// the parent's commands) are served even when children fill every slot.
 public final class PeerSocketServer: Sendable {
+    /// What callers can make the server hold.
+    public struct Limits: Sendable, Equatable {
+        /// From accept to a complete request line, and again from the answer to its last byte sent:
+        /// a caller who is slower, in either direction, is disconnected.
+        public var requestDeadline: Duration
+        /// Open connections of one account outside `trustedUIDs`; more are refused at accept.
+        public var connectionsPerUID: Int
+        /// Open connections in all. When they are full a trusted caller takes the slot of the oldest
+        /// untrusted connection; an untrusted one is refused.
+        public var connections: Int
+        /// The longest request line, newline excluded; a longer one closes the connection.
+        public var maxLineBytes: Int
+        /// Accounts never capped per uid and never refused for others' connections (root).
+        public var trustedUIDs: Set<UInt32>
+
+        public init(
+            requestDeadline: Duration = .seconds(1), connectionsPerUID: Int = 8, connections: Int = 256,
+            maxLineBytes: Int = 65_536, trustedUIDs: Set<UInt32> = [0]
+        ) {
+            self.requestDeadline = requestDeadline
+            self.connectionsPerUID = connectionsPerUID
+            self.connections = connections
+            self.maxLineBytes = maxLineBytes
+            self.trustedUIDs = trustedUIDs
+        }
+    }
+
+    /// What the server turned away or cut off, counted since the last report.
+    public struct Tally: Sendable, Equatable {
+        public var accepted = 0
+        public var answered = 0
+        /// Refused at accept: over the per-uid cap, or every slot taken.
+        public var refused = 0
+        /// Closed to make room for a trusted caller.
+        public var evicted = 0
+        /// Closed at the deadline: no complete line in time, or the answer not read in time.
+        public var expired = 0
+        /// Closed for a request line over `maxLineBytes`.
+        public var oversized = 0
+        /// Per uid: connections refused, evicted, expired or oversized.
+        public var troubleByUID: [UInt32: Int] = [:]
+
+        public init() {}
+
+        /// Whether a caller was turned away or cut off.
+        public var hasTrouble: Bool { refused + evicted + expired + oversized > 0 }
+    }
+
     let fd: Int32
     public let path: String
 
     /// socket + bind + listen; a stale socket file at `path` is replaced; the file gets `mode`
     /// (access is checked per request from the peer's credentials, not by file permissions).
-    public init(path: String, mode: mode_t = 0o666) throws(HostError) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    /// The listening socket is non-blocking: `serve` accepts only what poll said is there.
+    public init(path: String, mode: mode_t = 0o666, backlog: Int32 = 512) throws(HostError) {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw HostError("socket", errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else {
+        guard var address = unixAddress(path) else {
             close(fd)
             throw HostError("socket path \(path) is too long", errno: ENAMETOOLONG)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
         }
         unlink(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, chmod(path, mode) == 0, listen(fd, 64) == 0 else {
+        guard bound == 0, chmod(path, mode) == 0, listen(fd, backlog) == 0 else {
             let error = errno
             close(fd)
             throw HostError("bind/listen \(path)", errno: error)
@@ -38,27 +100,29 @@ public final class PeerSocketServer: Sendable {
         self.path = path
     }
 
-    /// Waits up to `timeoutMilliseconds` for a caller; nil when none came.
-    public func accept(timeoutMilliseconds: Int32) throws(HostError) -> PeerConnection? {
-        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, timeoutMilliseconds)
-        if ready < 0 && errno != EINTR { throw HostError("poll", errno: errno) }
-        guard ready > 0 else { return nil }
-        let client = Glibc.accept(fd, nil, nil)
-        guard client >= 0 else {
-            if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
-            throw HostError("accept", errno: errno)
+    /// Serves callers on this thread until `shouldStop` returns true (asked at least every 250 ms).
+    /// `answer` turns a request line and its caller into the answer line (without the newline); it
+    /// runs on this thread, so it must not block. `busyAnswer` is sent (best effort, never waited
+    /// for) to a caller refused for lack of a slot. `report` gets the tally at most once every
+    /// `reportInterval`, and only when a caller was turned away or cut off.
+    public func serve(
+        limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
+        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool,
+        answer: (_ line: String, _ caller: PeerCredentials) -> String
+    ) {
+        var loop = PeerSocketLoop(listener: fd, limits: limits, busyAnswer: busyAnswer.map { Array(($0 + "\n").utf8) })
+        let interval = milliseconds(reportInterval)
+        var lastReport = monotonicMilliseconds()
+        while !shouldStop() {
+            loop.turn(maxWaitMilliseconds: 250, answer: answer)
+            let now = monotonicMilliseconds()
+            if now - lastReport >= interval {
+                lastReport = now
+                if loop.tally.hasTrouble { report(loop.tally) }
+                loop.tally = Tally()
+            }
         }
-        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-        // struct ucred (needs _GNU_SOURCE, which Swift's Glibc does not set): pid_t pid; uid_t uid; gid_t gid.
-        var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
-        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
-        guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else {
-            let error = errno
-            Glibc.close(client)
-            throw HostError("getsockopt SO_PEERCRED", errno: error)
-        }
-        return PeerConnection(fd: client, uid: credentials.1, gid: credentials.2, pid: credentials.0)
+        loop.closeAll()
     }
 
     /// Stops listening and removes the socket file.
@@ -70,83 +134,295 @@ public final class PeerSocketServer: Sendable {
     deinit { Glibc.close(fd) }
 }
 
-/// One caller of the agent's socket, with the credentials the kernel vouches for.
-public final class PeerConnection {
-    let fd: Int32
-    public let uid: UInt32
-    public let gid: UInt32
-    public let pid: Int32
-
-    init(fd: Int32, uid: UInt32, gid: UInt32, pid: Int32) {
-        self.fd = fd
-        self.uid = uid
-        self.gid = gid
-        self.pid = pid
+/// Who gets a slot when a caller connects: the rule alone, so it is tested without sockets.
+struct ConnectionAdmission: Equatable {
+    enum Verdict: Equatable {
+        case admit
+        /// Admit, closing the open connection at this index (the oldest untrusted one) first.
+        case admitEvicting(Int)
+        case refuse
     }
 
-    /// Reads one line (without the newline), at most `maxBytes`, within `timeoutMilliseconds`.
-    public func readLine(maxBytes: Int = 65_536, timeoutMilliseconds: Int32 = 2_000) -> String? {
-        receiveLine(fd: fd, maxBytes: maxBytes, timeoutMilliseconds: timeoutMilliseconds)
+    /// `open`: the uids of the open connections, oldest first.
+    static func verdict(for uid: UInt32, open: [UInt32], limits: PeerSocketServer.Limits) -> Verdict {
+        let trusted = limits.trustedUIDs.contains(uid)
+        if !trusted && open.lazy.filter({ $0 == uid }).count >= limits.connectionsPerUID { return .refuse }
+        guard open.count >= limits.connections else { return .admit }
+        guard trusted, let oldest = open.firstIndex(where: { !limits.trustedUIDs.contains($0) }) else { return .refuse }
+        return .admitEvicting(oldest)
     }
-
-    public func writeLine(_ text: String) { writeAll(fd: fd, Array((text + "\n").utf8)) }
-
-    deinit { close(fd) }
 }
 
-/// The client side: connects to `path`, sends one line, returns the answer line.
+/// The state of `PeerSocketServer.serve`: the open connections, oldest first, each reading its
+/// request line or writing its answer, none of them ever waited on.
+struct PeerSocketLoop {
+    struct Connection {
+        let fd: Int32
+        let caller: PeerCredentials
+        /// Monotonic milliseconds by which the current phase must be done.
+        var deadline: Int64
+        var input: [UInt8] = []
+        /// The answer with its newline, once there is one, and how much of it is sent.
+        var output: [UInt8]? = nil
+        var sent = 0
+    }
+
+    let listener: Int32
+    let limits: PeerSocketServer.Limits
+    let busyAnswer: [UInt8]?
+    let deadlineMilliseconds: Int64
+    var connections: [Connection] = []
+    var tally = PeerSocketServer.Tally()
+    /// After EMFILE and the like: when accept is tried again (monotonic ms).
+    var acceptPausedUntil: Int64 = 0
+    var scratch = [UInt8](repeating: 0, count: 65_536)
+
+    init(listener: Int32, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
+        self.listener = listener
+        self.limits = limits
+        self.busyAnswer = busyAnswer
+        deadlineMilliseconds = max(1, milliseconds(limits.requestDeadline))
+    }
+
+    /// One poll over the listener and every connection (at most `maxWaitMilliseconds`, less when a
+    /// deadline comes first), then whatever is ready: bytes read, lines answered, answers sent,
+    /// callers accepted, latecomers closed.
+    mutating func turn(maxWaitMilliseconds: Int64, answer: (String, PeerCredentials) -> String) {
+        let now = monotonicMilliseconds()
+        expire(now: now)
+        let listening = now >= acceptPausedUntil
+        var wait = maxWaitMilliseconds
+        if !listening { wait = min(wait, acceptPausedUntil - now) }
+        for connection in connections { wait = min(wait, connection.deadline - now) }
+        var pollers = [pollfd(fd: listening ? listener : -1, events: Int16(POLLIN), revents: 0)]
+        pollers += connections.map {
+            pollfd(fd: $0.fd, events: Int16($0.output == nil ? POLLIN : POLLOUT), revents: 0)
+        }
+        let ready = poll(&pollers, nfds_t(pollers.count), Int32(clamping: max(0, wait)))
+        guard ready > 0 else { return }
+        var closing: [Int] = []
+        for index in connections.indices where pollers[index + 1].revents != 0 {
+            if !handle(index, answer: answer) { closing.append(index) }
+        }
+        remove(closing)
+        // Read after the answers above: a newcomer's deadline starts when it is accepted.
+        if pollers[0].revents != 0 { acceptPending(now: monotonicMilliseconds()) }
+    }
+
+    /// Reads or writes what connection `index` has ready; false when it is done with.
+    mutating func handle(_ index: Int, answer: (String, PeerCredentials) -> String) -> Bool {
+        if connections[index].output != nil { return send(index) }
+        let fd = connections[index].fd
+        let room = limits.maxLineBytes + 1 - connections[index].input.count
+        let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, room), Int32(MSG_DONTWAIT)) }
+        if count < 0 { return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK }
+        let line: [UInt8]
+        if count == 0 {
+            // The caller stopped sending: a request without its newline is still a request.
+            guard !connections[index].input.isEmpty else { return false }
+            line = connections[index].input
+        } else if let newline = scratch[0..<count].firstIndex(of: 0x0A) {
+            line = connections[index].input + scratch[0..<newline]
+        } else {
+            connections[index].input += scratch[0..<count]
+            guard connections[index].input.count <= limits.maxLineBytes else {
+                trouble(connections[index].caller.uid) { $0.oversized += 1 }
+                return false
+            }
+            return true
+        }
+        guard line.count <= limits.maxLineBytes else {
+            trouble(connections[index].caller.uid) { $0.oversized += 1 }
+            return false
+        }
+        let text = answer(String(decoding: line, as: UTF8.self), connections[index].caller)
+        tally.answered += 1
+        connections[index].input = []
+        connections[index].output = Array((text + "\n").utf8)
+        // The answer gets a deadline of its own, counted from now: the work above is ours, not the caller's.
+        connections[index].deadline = monotonicMilliseconds() + deadlineMilliseconds
+        return send(index)
+    }
+
+    /// Sends what the socket takes of the answer without waiting; false when it is all sent or the
+    /// caller is gone.
+    mutating func send(_ index: Int) -> Bool {
+        guard let output = connections[index].output else { return true }
+        let fd = connections[index].fd
+        while connections[index].sent < output.count {
+            let offset = connections[index].sent
+            let count = output.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return true }
+            guard count > 0 else { return false }
+            connections[index].sent += count
+        }
+        return false
+    }
+
+    /// accept4 until the backlog is empty (or 1,024 callers this turn, so open connections are not
+    /// starved by a flood of new ones); each caller is admitted, admitted in place of an untrusted
+    /// one, or refused at once.
+    mutating func acceptPending(now: Int64) {
+        for _ in 0..<1_024 {
+            let client = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+            if client < 0 {
+                switch errno {
+                case EINTR, ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors or memory: callers wait in the backlog a moment rather than spin the loop.
+                    acceptPausedUntil = now + 100
+                    return
+                default: return
+                }
+            }
+            // struct ucred (needs _GNU_SOURCE, which Swift's Glibc does not set): pid_t pid; uid_t uid; gid_t gid.
+            var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
+            var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+            guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else {
+                Glibc.close(client)
+                continue
+            }
+            let caller = PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
+            tally.accepted += 1
+            switch ConnectionAdmission.verdict(for: caller.uid, open: connections.map(\.caller.uid), limits: limits) {
+            case .admit:
+                break
+            case .admitEvicting(let index):
+                trouble(connections[index].caller.uid) { $0.evicted += 1 }
+                remove([index])
+            case .refuse:
+                trouble(caller.uid) { $0.refused += 1 }
+                if let busyAnswer {
+                    _ = busyAnswer.withUnsafeBytes {
+                        Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                    }
+                }
+                Glibc.close(client)
+                continue
+            }
+            connections.append(Connection(fd: client, caller: caller, deadline: now + deadlineMilliseconds))
+        }
+    }
+
+    /// Closes every connection whose deadline has passed.
+    mutating func expire(now: Int64) {
+        let late = connections.indices.filter { connections[$0].deadline <= now }
+        for index in late { trouble(connections[index].caller.uid) { $0.expired += 1 } }
+        remove(late)
+    }
+
+    /// Closes and forgets the connections at `indices` (ascending).
+    mutating func remove(_ indices: [Int]) {
+        guard !indices.isEmpty else { return }
+        for index in indices { Glibc.close(connections[index].fd) }
+        let gone = Set(indices)
+        connections = connections.indices.filter { !gone.contains($0) }.map { connections[$0] }
+    }
+
+    mutating func closeAll() { remove(Array(connections.indices)) }
+
+    mutating func trouble(_ uid: UInt32, _ count: (inout PeerSocketServer.Tally) -> Void) {
+        count(&tally)
+        tally.troubleByUID[uid, default: 0] += 1
+    }
+}
+
+/// The client side: connects to `path`, sends one line, returns the answer line, all within one
+/// total deadline, whatever the other end does (a full backlog, a stalled or hostile server).
 public enum PeerSocketClient {
-    public static func request(path: String, line: String, timeoutMilliseconds: Int32 = 5_000) throws(HostError) -> String {
+    /// `timeout` covers connect, sending the request and receiving the whole answer.
+    public static func request(path: String, line: String, timeout: Duration = .seconds(3)) throws(HostError) -> String {
+        let deadline = monotonicMilliseconds() + max(1, milliseconds(timeout))
+        func remaining() -> Int64 { deadline - monotonicMilliseconds() }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HostError("socket", errno: errno) }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw HostError("connect \(path)", errno: ENAMETOOLONG)
+        guard var address = unixAddress(path) else { throw HostError("connect \(path)", errno: ENAMETOOLONG) }
+        // On a Unix socket a non-blocking connect does not wait for room in a full backlog (EAGAIN at
+        // once) and a blocking one waits for as long as the send timeout: that timeout bounds it.
+        while true {
+            let left = remaining()
+            guard left > 0 else { throw HostError("connect \(path)", errno: ETIMEDOUT) }
+            var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
+            guard setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+                throw HostError("setsockopt SO_SNDTIMEO", errno: errno)
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 || errno == EISCONN { break }
+            // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
+            guard errno == EINTR || errno == EAGAIN else { throw HostError("connect \(path)", errno: errno) }
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
+        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else { throw HostError("fcntl O_NONBLOCK", errno: errno) }
+        let request = Array((line + "\n").utf8)
+        var sent = 0
+        while sent < request.count {
+            let count = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if count > 0 {
+                sent += count
+                continue
+            }
+            guard count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else {
+                throw HostError("send to \(path)", errno: count < 0 ? errno : EPIPE)
+            }
+            try waitFor(fd, Int16(POLLOUT), until: deadline, path)
         }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let maxBytes = 4 << 20
+        var collected: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                if let newline = chunk[0..<count].firstIndex(of: 0x0A) {
+                    collected += chunk[0..<newline]
+                    return String(decoding: collected, as: UTF8.self)
+                }
+                collected += chunk[0..<count]
+                guard collected.count <= maxBytes else { throw HostError("answer from \(path) is too long", errno: EMSGSIZE) }
+                continue
+            }
+            if count == 0 {
+                // Closed without a newline: what came is the answer, if anything did.
+                guard !collected.isEmpty else { throw HostError("no answer from \(path)", errno: ECONNRESET) }
+                return String(decoding: collected, as: UTF8.self)
+            }
+            guard errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else { throw HostError("recv from \(path)", errno: errno) }
+            try waitFor(fd, Int16(POLLIN), until: deadline, path)
         }
-        guard connected == 0 else { throw HostError("connect \(path)", errno: errno) }
-        writeAll(fd: fd, Array((line + "\n").utf8))
-        guard let answer = receiveLine(fd: fd, maxBytes: 4 << 20, timeoutMilliseconds: timeoutMilliseconds) else {
-            throw HostError("no answer from \(path)", errno: ETIMEDOUT)
+    }
+
+    /// Polls `fd` for `events` until the monotonic `deadline`; throws ETIMEDOUT when it passes first.
+    private static func waitFor(_ fd: Int32, _ events: Int16, until deadline: Int64, _ path: String) throws(HostError) {
+        while true {
+            let left = deadline - monotonicMilliseconds()
+            guard left > 0 else { throw HostError("no answer from \(path)", errno: ETIMEDOUT) }
+            var poller = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&poller, 1, Int32(clamping: left))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR { throw HostError("poll", errno: errno) }
         }
-        return answer
     }
 }
 
-private func writeAll(fd: Int32, _ bytes: [UInt8]) {
-    var offset = 0
-    while offset < bytes.count {
-        let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-        if count < 0 && errno == EINTR { continue }
-        if count <= 0 { return }
-        offset += count
+/// A `sockaddr_un` for `path`; nil when the path does not fit.
+private func unixAddress(_ path: String) -> sockaddr_un? {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: path.utf8)
+        raw[path.utf8.count] = 0
     }
+    return address
 }
 
-private func receiveLine(fd: Int32, maxBytes: Int, timeoutMilliseconds: Int32) -> String? {
-    var collected: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while collected.count <= maxBytes {
-        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, timeoutMilliseconds)
-        if ready < 0 && errno == EINTR { continue }
-        guard ready > 0 else { return nil }
-        let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { break }
-        if let newline = chunk[0..<count].firstIndex(of: 0x0A) {
-            collected.append(contentsOf: chunk[0..<newline])
-            return String(decoding: collected, as: UTF8.self)
-        }
-        collected.append(contentsOf: chunk[0..<count])
-    }
-    return collected.isEmpty || collected.count > maxBytes ? nil : String(decoding: collected, as: UTF8.self)
+private func monotonicMilliseconds() -> Int64 { ClockReading.read(CLOCK_MONOTONIC) }
+
+/// Whole milliseconds of a duration (rounded down).
+private func milliseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
 }

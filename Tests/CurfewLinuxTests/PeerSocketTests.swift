@@ -1,0 +1,268 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import CurfewLinux
+
+/// Who gets a slot on the agent's socket: the rule on its own.
+@Suite struct ConnectionAdmissionTests {
+    let limits = PeerSocketServer.Limits(connectionsPerUID: 2, connections: 4, trustedUIDs: [0])
+
+    @Test(arguments: [
+        // (caller, open connections oldest first, verdict)
+        (UInt32(1000), [UInt32](), ConnectionAdmission.Verdict.admit),
+        (1000, [1000], .admit),
+        (1000, [1000, 1000], .refuse),
+        (1001, [1000, 1000], .admit),
+        (0, [0, 0, 0], .admit),
+        // The per-uid cap is not root's: root is served beside a child's full quota.
+        (0, [1000, 1000], .admit),
+        // Every slot taken: root takes the oldest child's, a child is turned away.
+        (0, [0, 1000, 1001, 1000], .admitEvicting(1)),
+        (0, [1001, 1000, 0, 1000], .admitEvicting(0)),
+        (1002, [0, 1000, 1001, 1000], .refuse),
+        // Only root holds slots: nobody is dropped for another root caller.
+        (0, [0, 0, 0, 0], .refuse),
+    ])
+    func verdicts(caller: UInt32, open: [UInt32], expected: ConnectionAdmission.Verdict) {
+        #expect(ConnectionAdmission.verdict(for: caller, open: open, limits: limits) == expected)
+    }
+}
+
+/// A real `PeerSocketServer` serving on a thread of its own, answering `<uid> <line>`.
+final class ServingSocket {
+    /// What the serving thread and the test share.
+    final class Shared: Sendable {
+        let stop = Mutex(false)
+        let tally = Mutex(PeerSocketServer.Tally())
+        let finished = DispatchSemaphore(value: 0)
+    }
+
+    let directory = ProcTestDirectory()
+    let path: String
+    let server: PeerSocketServer
+    let shared = Shared()
+
+    init(limits: PeerSocketServer.Limits) throws {
+        chmod(directory.path, 0o755)
+        path = directory.path + "/s.sock"
+        server = try PeerSocketServer(path: path)
+        let (server, shared) = (self.server, self.shared)
+        Thread {
+            server.serve(
+                limits: limits, busyAnswer: "busy", reportInterval: .zero,
+                report: { tally in
+                    shared.tally.withLock {
+                        $0.refused += tally.refused
+                        $0.evicted += tally.evicted
+                        $0.expired += tally.expired
+                        $0.oversized += tally.oversized
+                    }
+                }, until: { shared.stop.withLock { $0 } }
+            ) { line, caller in
+                // `big N`: an answer of N bytes, more than a socket buffer holds.
+                if line.hasPrefix("big "), let size = Int(line.dropFirst(4)) { return String(repeating: "y", count: size) }
+                return "\(caller.uid) \(line)"
+            }
+            shared.finished.signal()
+        }.start()
+    }
+
+    var tally: PeerSocketServer.Tally { shared.tally.withLock { $0 } }
+
+    func shutdown() {
+        shared.stop.withLock { $0 = true }
+        shared.finished.wait()
+        server.shutdown()
+    }
+}
+
+/// A raw client connection held open by the test.
+final class RawConnection {
+    let fd: Int32
+
+    /// `nonBlocking`: connect fails with EAGAIN on a full backlog instead of waiting.
+    init(_ path: String, nonBlocking: Bool = false) throws {
+        let flags = nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | flags, 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let error = errno
+            close(fd)
+            throw HostError("connect", errno: error)
+        }
+    }
+
+    func send(_ text: String) { _ = Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+
+    /// Everything the server sends until it closes the connection, or nil if it is still open after `seconds`.
+    func readUntilClosed(within seconds: Double) -> String? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { return nil }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(left * 1000) + 1) > 0 else { continue }
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk[0..<count]
+        }
+    }
+
+    deinit { close(fd) }
+}
+
+@Suite(.serialized) struct PeerSocketServerTests {
+    /// A slow caller (a byte at a time) and many idle ones do not delay anyone else; each is cut off
+    /// at its deadline.
+    @Test func slowAndIdleCallersDoNotHoldUpOthersAndAreCutOffAtTheDeadline() throws {
+        let serving = try ServingSocket(limits: PeerSocketServer.Limits(requestDeadline: .milliseconds(600)))
+        defer { serving.shutdown() }
+        let slow = try RawConnection(serving.path)
+        slow.send("{")
+        let idle = try (0..<100).map { _ in try RawConnection(serving.path) }
+        let started = Date()
+        let answer = try PeerSocketClient.request(path: serving.path, line: "hello", timeout: .seconds(5))
+        #expect(answer == "\(getuid()) hello")
+        #expect(Date().timeIntervalSince(started) < 0.5, "answered behind a slow caller")
+        usleep(300_000)
+        slow.send("}")
+        // Cut off at 600 ms from accept, without an answer: a byte now and then does not extend it.
+        #expect(slow.readUntilClosed(within: 3) == "")
+        let cutOff = Date().timeIntervalSince(started)
+        #expect(cutOff >= 0.4 && cutOff < 1.5, "the slow caller was cut off after \(cutOff) s")
+        for connection in idle { #expect(connection.readUntilClosed(within: 1) == "") }
+        #expect(try PeerSocketClient.request(path: serving.path, line: "again") == "\(getuid()) again")
+        #expect(pollUntil(seconds: 2) { serving.tally.expired == 101 }, "\(serving.tally)")
+    }
+
+    /// An answer the caller does not read is never waited for: others are served meanwhile, and the
+    /// connection is dropped at the answer's deadline.
+    @Test func aCallerWhoDoesNotReadTheAnswerIsDroppedAtTheDeadline() throws {
+        let serving = try ServingSocket(limits: PeerSocketServer.Limits(requestDeadline: .milliseconds(500)))
+        defer { serving.shutdown() }
+        let greedy = try RawConnection(serving.path)
+        let started = Date()
+        greedy.send("big 8000000\n")
+        usleep(100_000)
+        #expect(try PeerSocketClient.request(path: serving.path, line: "meanwhile", timeout: .milliseconds(300)) == "\(getuid()) meanwhile")
+        #expect(pollUntil(seconds: 3) { serving.tally.expired == 1 }, "\(serving.tally)")
+        let dropped = Date().timeIntervalSince(started)
+        #expect(dropped >= 0.45 && dropped < 1.5, "dropped after \(dropped) s")
+        // What it reads now is the part the socket took, then the end: not 8 MB.
+        let received = greedy.readUntilClosed(within: 2)
+        #expect(received != nil && received!.utf8.count < 8_000_000)
+    }
+
+    /// Requests in pieces, and a request closed without its newline, are answered; a line over the cap
+    /// closes the connection.
+    @Test func linesArriveInPiecesAndOversizedOnesAreDropped() throws {
+        let serving = try ServingSocket(limits: PeerSocketServer.Limits(maxLineBytes: 1_000))
+        defer { serving.shutdown() }
+        let pieces = try RawConnection(serving.path)
+        pieces.send("{\"a\":")
+        usleep(50_000)
+        pieces.send("1}\nignored")
+        #expect(pieces.readUntilClosed(within: 2) == "\(getuid()) {\"a\":1}\n")
+        let unterminated = try RawConnection(serving.path)
+        unterminated.send("last")
+        shutdown(unterminated.fd, Int32(SHUT_WR))
+        #expect(unterminated.readUntilClosed(within: 2) == "\(getuid()) last\n")
+        let exact = try RawConnection(serving.path)
+        exact.send(String(repeating: "x", count: 1_000) + "\n")
+        #expect(exact.readUntilClosed(within: 2) == "\(getuid()) " + String(repeating: "x", count: 1_000) + "\n")
+        let huge = try RawConnection(serving.path)
+        huge.send(String(repeating: "x", count: 1_001))
+        #expect(huge.readUntilClosed(within: 2) == "")
+        #expect(pollUntil(seconds: 2) { serving.tally.oversized == 1 }, "\(serving.tally)")
+    }
+
+    /// The per-uid cap and the global cap, with a real second account (nobody) holding connections.
+    @Test(.enabled(if: getuid() == 0, "needs root: connections from another account"))
+    func anotherAccountIsCappedAndRootTakesItsSlotWhenAllAreFull() throws {
+        let serving = try ServingSocket(
+            limits: PeerSocketServer.Limits(requestDeadline: .seconds(30), connectionsPerUID: 3, connections: 3))
+        defer { serving.shutdown() }
+        let children = ProcChildren()
+        // nobody opens 5 connections and reports, each second, which ones the server closed.
+        let script = """
+            import os, socket, sys, time
+            held, states = [], []
+            for i in range(5):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.setblocking(False)
+                held.append(s); states.append('open')
+            while True:
+                for i, s in enumerate(held):
+                    if states[i] != 'open': continue
+                    try:
+                        states[i] = s.recv(100).decode().strip() or 'closed'
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        states[i] = 'closed'
+                with open(sys.argv[2] + '.tmp', 'w') as f: f.write(' '.join(states))
+                os.rename(sys.argv[2] + '.tmp', sys.argv[2])
+                time.sleep(0.05)
+            """
+        // Where nobody may write its report.
+        let directory = serving.directory.path + "/nobody"
+        mkdir(directory, 0o777)
+        chmod(directory, 0o777)
+        _ = try children.spawn("/usr/bin/python3", ["-c", script, serving.path, directory + "/held"], uid: 65534, gid: 65534)
+        var states: [String] = []
+        #expect(pollUntil(seconds: 5) {
+            states = ((try? String(contentsOfFile: directory + "/held", encoding: .utf8)) ?? "").split(separator: " ").map(String.init)
+            return states.count == 5 && states.filter { $0 == "open" }.count == 3
+        }, "nobody's connections: \(states)")
+        // Over the per-uid cap: refused at once, with the busy line.
+        #expect(states.filter { $0 == "busy" }.count == 2, "\(states)")
+        // Every slot is nobody's: root still gets an answer, in the place of nobody's oldest.
+        #expect(try PeerSocketClient.request(path: serving.path, line: "root", timeout: .seconds(2)) == "0 root")
+        #expect(pollUntil(seconds: 5) {
+            states = ((try? String(contentsOfFile: directory + "/held", encoding: .utf8)) ?? "").split(separator: " ").map(String.init)
+            return states.first == "closed"
+        }, "nobody's oldest connection: \(states)")
+        #expect(states.filter { $0 == "open" }.count == 2, "\(states)")
+        #expect(pollUntil(seconds: 2) { serving.tally.refused == 2 && serving.tally.evicted == 1 }, "\(serving.tally)")
+        // Root's answered connection freed its slot.
+        #expect(try PeerSocketClient.request(path: serving.path, line: "root again", timeout: .seconds(2)) == "0 root again")
+    }
+
+    /// The client's one deadline covers a connect that waits on a full backlog and an answer that never comes.
+    @Test func theClientGivesUpAtItsDeadline() throws {
+        let directory = ProcTestDirectory()
+        let path = directory.path + "/stalled.sock"
+        // Listening, never served: a stalled agent.
+        let stalled = try PeerSocketServer(path: path, backlog: 1)
+        defer { stalled.shutdown() }
+        var started = Date()
+        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
+        var elapsed = Date().timeIntervalSince(started)
+        #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s with room in the backlog")
+        // Fill the backlog; connect itself must now time out.
+        var fillers: [RawConnection] = []
+        while fillers.count < 10, let connection = try? RawConnection(path, nonBlocking: true) { fillers.append(connection) }
+        #expect(fillers.count < 10, "the backlog never filled")
+        started = Date()
+        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
+        elapsed = Date().timeIntervalSince(started)
+        #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s on a full backlog")
+        // Nobody there at all: at once.
+        stalled.shutdown()
+        started = Date()
+        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .seconds(5)) }
+        #expect(Date().timeIntervalSince(started) < 0.5)
+    }
+
+}
