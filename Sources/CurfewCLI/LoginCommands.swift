@@ -71,8 +71,10 @@ struct CheckLogin: ParsableCommand {
                 return LoginVerdict(allowed: false, message: "Curfew: \(message)")
             }
         }
-        // No agent: the records and the usage on disk decide.
+        // No agent: the records and the usage on disk decide. Reads never wait for a writer (WAL); the
+        // refusal's event waits at most half a second for an agent that holds the write lock.
         let workspace = Workspace(location)
+        workspace.busySeconds = 0.5
         let now = Workspace.now()
         do {
             let scan = try workspace.scan(warningsFor: user)

@@ -45,6 +45,8 @@ final class Workspace {
     private var folds: [String: PolicyMerge.Result] = [:]
 
     static let databaseName = "curfew.db"
+    /// How long a write waits for the agent's lock (the login check must not wait long).
+    var busySeconds: Double = 5
 
     init(_ options: LocationOptions) {
         stateDirectory = options.resolvedStateDirectory
@@ -78,7 +80,7 @@ final class Workspace {
     func openStore() throws -> StateStore {
         if let store { return store }
         do {
-            let opened = try StateStore(path: databasePath)
+            let opened = try StateStore(path: databasePath, busySeconds: busySeconds)
             store = opened
             return opened
         } catch {

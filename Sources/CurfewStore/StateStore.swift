@@ -8,9 +8,10 @@ public final class StateStore: Sendable {
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// `concurrentReaders` gives a `DatabasePool` for the agent's threads; the CLI uses one connection.
-    public init(path: String, concurrentReaders: Bool = false) throws {
+    /// `busySeconds`: how long a write waits for another writer's lock.
+    public init(path: String, concurrentReaders: Bool = false, busySeconds: Double = 5) throws {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busySeconds)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
