@@ -1,8 +1,11 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Swift 6 language mode everywhere (the default for tools version 6.x); warnings are treated as
-// errors by .ci/run (`-Xswiftc -warnings-as-errors`), not here, so dependencies still build.
+// Swift 6 language mode everywhere (the default for tools version 6.x); warnings fail `make test`
+// (it greps the build log), not here, so dependencies still build. MemberImportVisibility makes a
+// module that uses another without importing it (and so without declaring it) a build error.
+let strictImports: [SwiftSetting] = [.enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
     name: "Curfew",
     platforms: [.macOS(.v13)],
@@ -20,7 +23,7 @@ let package = Package(
     ],
     targets: [
         // The rules, with no I/O.
-        .target(name: "CurfewCore"),
+        .target(name: "CurfewCore", swiftSettings: strictImports),
         // SQLite through GRDB over the system libsqlite3 (libsqlite3-dev).
         .target(
             name: "CurfewStore",
@@ -28,15 +31,15 @@ let package = Package(
                 "CurfewCore", .product(name: "GRDB", package: "GRDB.swift"),
                 // SHA-256 for the audit log's hash chain.
                 .product(name: "Crypto", package: "swift-crypto"),
-            ]),
+            ], swiftSettings: strictImports),
         // The shared directory: records, signatures, keys.
         .target(
             name: "CurfewSync",
             dependencies: [
-                "CurfewCore", "CurfewStore",
+                "CurfewCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], swiftSettings: strictImports),
         // libsystemd (libsystemd-dev): sd-daemon, sd-journal, sd-login, sd-bus.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // libc declarations the Glibc module lacks: pidfd_open, pidfd_send_signal (glibc 2.36, libc6-dev), accept4.
@@ -48,7 +51,9 @@ let package = Package(
                 "CurfewCore", "CSystemd", "CLinux",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], swiftSettings: strictImports),
+        // Rendering of the report model: table, CSV, JSON and HTML, for the CLI and the tests alike.
+        .target(name: "CurfewReports", dependencies: ["CurfewCore"], swiftSettings: strictImports),
         // The agent's services, wired from the parts above.
         .target(
             name: "CurfewAgent",
@@ -56,36 +61,44 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]),
+            ], swiftSettings: strictImports),
         .executableTarget(
             name: "curfewd",
             dependencies: [
-                "CurfewAgent", "CurfewLinux", "CurfewSync",
+                "CurfewAgent", "CurfewLinux", "CurfewSync", "CurfewStore",
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]),
+            ], swiftSettings: strictImports),
+        // The commands; never the agent's code (what both need lives in Core, Store, Sync or Linux).
         .target(
             name: "CurfewCLI",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewAgent",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
-        .executableTarget(name: "curfew", dependencies: ["CurfewCLI"]),
+            ], swiftSettings: strictImports),
+        .executableTarget(name: "curfew", dependencies: ["CurfewCLI"], swiftSettings: strictImports),
         .executableTarget(
             name: "curfew-bench",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports",
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ], swiftSettings: strictImports),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
-        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync"]),
+        // The scan's record index lives in the store: the sync tests keep one, as the agent does.
+        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore"]),
         // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind.
         .target(name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd"], path: "Tests/CurfewTestSupport"),
         .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
-        .testTarget(name: "CurfewAgentTests", dependencies: ["CurfewAgent"]),
+        .testTarget(
+            name: "CurfewAgentTests",
+            dependencies: [
+                "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(
             name: "EndToEndTests", dependencies: [

@@ -36,8 +36,7 @@ public struct AgentConfiguration: Sendable {
     /// How often this computer's usage summaries are written to the shared directory while they change.
     public var usageIntervalMilliseconds: Int64 = 30_000
     /// Events older than this many days are replaced by per-day counts (`AuditChain.summarise`).
-    public var eventRetentionDays = AgentConfiguration.defaultEventRetentionDays
-    public static let defaultEventRetentionDays = 365
+    public var eventRetentionDays = AgentStateKeys.defaultEventRetentionDays
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
@@ -109,7 +108,7 @@ public final class Agent: Sendable {
             logger.warning("tightened a mode in the state directory", metadata: ["path": "\(change.path)", "change": "\(change)"])
         }
         let machineID = machine.id
-        try store.write { try AgentStateTable.set(Agent.machineIDKey, machineID, $0) }
+        try store.write { try AgentStateTable.set(AgentStateKeys.machineID, machineID, $0) }
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
         summariseOldEvents(now: now * 1000)
@@ -133,14 +132,14 @@ public final class Agent: Sendable {
         let previous = state.policies
         let (stored, newestStored, missingStored) = try store.read { db in
             (
-                try AgentStateTable.all(prefix: Agent.lastGoodPrefix, db),
-                try AgentStateTable.all(prefix: Agent.newestVersionPrefix, db).compactMapValues { Int($0) },
-                try AgentStateTable.all(prefix: Agent.recordMissingPrefix, db).compactMapValues { Int($0) }
+                try AgentStateTable.all(prefix: AgentStateKeys.lastGoodPolicyPrefix, db),
+                try AgentStateTable.all(prefix: AgentStateKeys.newestVersionPrefix, db).compactMapValues { Int($0) },
+                try AgentStateTable.all(prefix: AgentStateKeys.recordMissingPrefix, db).compactMapValues { Int($0) }
             )
         }
         var newestSeen = newestStored
         for (user, text) in stored {
-            if let kept = Agent.decodeLastGood(text) { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
+            if let kept = LastGoodPolicy.decode(text) { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
         }
         let result = try loader.load(
             previous: previous, newestSeen: newestSeen, logger: logger, now: Int64(Date().timeIntervalSince1970))
@@ -149,7 +148,7 @@ public final class Agent: Sendable {
         var events: [AgentEvent] = []
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for (user, text) in stored.sorted(by: { $0.key < $1.key }) where !result.removed.contains(user) {
-            guard let kept = Agent.decodeLastGood(text) else { continue }
+            guard let kept = LastGoodPolicy.decode(text) else { continue }
             if let version = versions[user], version >= kept.version { continue }
             policies[user] = kept.policy
             versions[user] = kept.version
@@ -256,22 +255,22 @@ public final class Agent: Sendable {
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         try store.write { db in
             for (user, version) in newestNow where version != newestStored[user] {
-                try AgentStateTable.set(Agent.newestVersionPrefix + user, String(version), db)
+                try AgentStateTable.set(AgentStateKeys.newestVersionPrefix + user, String(version), db)
             }
             for (user, version) in missing where missingStored[user] != version {
-                try AgentStateTable.set(Agent.recordMissingPrefix + user, String(version), db)
+                try AgentStateTable.set(AgentStateKeys.recordMissingPrefix + user, String(version), db)
             }
             for user in missingStored.keys where missing[user] == nil {
-                try AgentStateTable.remove(Agent.recordMissingPrefix + user, db)
+                try AgentStateTable.remove(AgentStateKeys.recordMissingPrefix + user, db)
             }
             for (user, policy) in result.policies {
-                let kept = stored[user].flatMap(Agent.decodeLastGood)
+                let kept = stored[user].flatMap(LastGoodPolicy.decode)
                 guard let version = result.versions[user], version > (kept?.version ?? 0) || (version == kept?.version && policy != kept?.policy)
                 else { continue }
-                try AgentStateTable.set(Agent.lastGoodPrefix + user, Agent.encodeLastGood(policy, version: version), db)
+                try AgentStateTable.set(AgentStateKeys.lastGoodPolicyPrefix + user, LastGoodPolicy(version: version, policy: policy).encoded, db)
             }
             for user in result.removed where stored[user] != nil {
-                try AgentStateTable.remove(Agent.lastGoodPrefix + user, db)
+                try AgentStateTable.remove(AgentStateKeys.lastGoodPolicyPrefix + user, db)
             }
             for event in events { try EventLog.append(event, db) }
         }
@@ -285,23 +284,6 @@ public final class Agent: Sendable {
         confirm(result, policies: policies, versions: versions)
     }
 
-    public static let lastGoodPrefix = "last-good-policy:"
-    /// `agent_state` keys: the newest version of each user this computer has enforced or removed at
-    /// (a removal older than it does not count), and the version whose record is missing from the
-    /// shared directory while it stays in force (read by `curfew sync status` and `policy show`).
-    static let newestVersionPrefix = "newest-version:"
-    public static let recordMissingPrefix = "record-missing:"
-
-    static func encodeLastGood(_ policy: Policy, version: Int) -> String {
-        JSONValue.object(JSONObject([("version", .int(Int64(version))), ("policy", policy.json)])).canonicalString
-    }
-
-    public static func decodeLastGood(_ text: String) -> (version: Int, policy: Policy)? {
-        guard case .object(let object)? = try? JSONValue.parse(text), case .int(let version)? = object["version"],
-            let value = object["policy"], let policy = try? Policy.decode(value)
-        else { return nil }
-        return (Int(version), policy)
-    }
 
     func recordEvent(_ event: AgentEvent) {
         do {
@@ -345,9 +327,6 @@ public final class Agent: Sendable {
             AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: "agent-stopped", message: "curfewd stopped"))
     }
 
-    /// Where the retention period is kept for `curfew events` to show.
-    public static let eventRetentionKey = "event-retention-days"
-
     /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
     /// so in an event. A broken chain is left as it is (and logged): summarising it would hide the break.
     func summariseOldEvents(now: Int64) {
@@ -355,7 +334,7 @@ public final class Agent: Sendable {
         let before = now - Int64(days) * 86_400_000
         do {
             try store.write { db in
-                try AgentStateTable.set(Agent.eventRetentionKey, "\(days)", db)
+                try AgentStateTable.set(AgentStateKeys.eventRetentionDays, "\(days)", db)
                 let count = try AuditChain.summarise(before: before, zone: ZoneRules(TimeZone.current), db)
                 guard count > 0 else { return }
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
@@ -482,9 +461,6 @@ public final class Agent: Sendable {
     }
 
     public static let version = "0.1.0"
-    /// `agent_state` key of the machine id the agent runs as, so the CLI on the same state directory
-    /// tells this computer's usage summaries from the other computers'.
-    public static let machineIDKey = "machine-id"
 }
 
 /// Runs one blocking loop of the agent on a thread of its own, as a `Service`. Graceful shutdown
@@ -529,15 +505,4 @@ public final class StopFlag: Sendable {
     public init() {}
     public func set() { flag.withLock { $0 = true } }
     public var isSet: Bool { flag.withLock { $0 } }
-}
-
-extension Schedule {
-    /// The zone a policy is evaluated in: its own, or this computer's (`system`, read once by callers
-    /// that ask often).
-    public static func zone(for policy: Policy, system: @autoclosure () -> ZoneRules = ZoneRules(TimeZone.current))
-        -> ZoneRules
-    {
-        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
-        return system()
-    }
 }

@@ -3,6 +3,7 @@ import CurfewStore
 import CurfewSync
 import Foundation
 import Logging
+import Synchronization
 
 /// What this computer answers for each record file of a scan, after enforcement was decided.
 ///

@@ -2,6 +2,7 @@ import CurfewCore
 import CurfewLinux
 import CurfewStore
 import Foundation
+import Logging
 
 /// Children's requests for more time, and the parents' grants as the agent records them.
 extension Agent {
@@ -43,30 +44,7 @@ extension Agent {
     }
 }
 
-extension TimeRequest {
-    /// The form the socket and `curfew requests --json` use.
-    public var json: JSONValue {
-        var object = JSONObject([
-            ("id", .int(id)),
-            ("user", .string(user)),
-            ("minutes", .int(Int64(minutes))),
-        ])
-        object["reason"] = reason.map { .string($0) } ?? .null
-        object["createdMs"] = .int(createdMilliseconds)
-        object["status"] = .string(status.rawValue)
-        object["answeredMs"] = answeredMilliseconds.map { .int($0) } ?? .null
-        object["grantedMinutes"] = grantedMinutes.map { .int(Int64($0)) } ?? .null
-        object["answeredBy"] = answeredBy.map { .string($0) } ?? .null
-        return .object(object)
-    }
-}
-
 extension SocketProtocol {
-    /// Checks what a child asks for (`RequestRules.validate`): 1...480 minutes, a short plain reason.
-    public static func validateRequest(minutes: Int64, reason: String?) throws(PolicyError) {
-        try RequestRules.validate(minutes: minutes, reason: reason)
-    }
-
     /// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user (not root).
     static func answerTimeRequest(_ object: JSONObject, callerUID: UInt32, agent: Agent) -> JSONValue {
         guard callerUID != 0 else {
@@ -87,7 +65,7 @@ extension SocketProtocol {
         case .string(let text)?: reason = text.isEmpty ? nil : text
         default: return failure("bad-request", "\"reason\" must be a string")
         }
-        do { try validateRequest(minutes: minutes, reason: reason) } catch {
+        do { try RequestRules.validate(minutes: minutes, reason: reason) } catch {
             return failure("bad-request", error.message)
         }
         do {

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CurfewAgent
+import CurfewReports
 import CurfewCore
 import CurfewLinux
 import CurfewStore
@@ -127,7 +127,7 @@ struct Request: ParsableCommand {
     func run() throws {
         let minutes = try parseExtraMinutes(duration, rule: "requested time")
         let text = reason.flatMap { $0.isEmpty ? nil : $0 }
-        try translatingErrors { try SocketProtocol.validateRequest(minutes: Int64(minutes), reason: text) }
+        try translatingErrors { try RequestRules.validate(minutes: Int64(minutes), reason: text) }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
         var object = JSONObject([("command", .string("request")), ("minutes", .int(Int64(minutes)))])
         object["reason"] = text.map { .string($0) } ?? .null

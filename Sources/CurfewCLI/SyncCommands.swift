@@ -1,5 +1,5 @@
 import ArgumentParser
-import CurfewAgent
+import CurfewReports
 import CurfewCore
 import CurfewSync
 import Foundation

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CurfewAgent
+import CurfewReports
 import CurfewCore
 import CurfewLinux
 import CurfewStore
@@ -293,8 +293,8 @@ struct Events: ParsableCommand {
                     JSONObject([
                         ("summary", .bool(true)), ("day", .string(row.day)), ("user", row.user.map { .string($0) } ?? .null),
                         ("kind", .string(row.kind)), ("count", .int(row.count)),
-                        ("time", .string(zone.iso8601(AuditChain.floorDivide(row.firstMilliseconds, 1000)))),
-                        ("lastTime", .string(zone.iso8601(AuditChain.floorDivide(row.lastMilliseconds, 1000)))),
+                        ("time", .string(zone.iso8601(floorDivide(row.firstMilliseconds, 1000)))),
+                        ("lastTime", .string(zone.iso8601(floorDivide(row.lastMilliseconds, 1000)))),
                     ]))
             }
             let eventValues: [JSONValue] = events.map { event in
@@ -322,7 +322,7 @@ struct Events: ParsableCommand {
 
     func runVerify(_ store: StateStore) throws {
         let (result, retention) = try store.read { db in
-            (try AuditChain.verify(db), try AgentStateTable.get(Agent.eventRetentionKey, db).flatMap { Int64($0) })
+            (try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db).flatMap { Int64($0) })
         }
         if json {
             var object = JSONObject([
@@ -347,7 +347,7 @@ struct Events: ParsableCommand {
                     + "(\(result.summarisedEvents) older events) chained; head \(result.head)")
             Output.line(
                 retention.map { "the agent summarises events older than \($0) days (curfewd --event-retention)" }
-                    ?? "the agent has not summarised any events yet (curfewd --event-retention, default \(AgentConfiguration.defaultEventRetentionDays) days)")
+                    ?? "the agent has not summarised any events yet (curfewd --event-retention, default \(AgentStateKeys.defaultEventRetentionDays) days)")
         }
     }
 }

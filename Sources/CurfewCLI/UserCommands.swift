@@ -30,7 +30,7 @@ struct UserCommand: ParsableCommand {
             if let current, !current.removesUser {
                 throw CLIError("user \(quoted(user)) is already managed (version \(current.version))", .invalidArguments)
             }
-            if getpwnam(user) == nil {
+            if Accounts.account(named: user) == nil {
                 Output.warning("there is no account \(quoted(user)) on this computer (yet); the policy applies once there is")
             }
             try announce(

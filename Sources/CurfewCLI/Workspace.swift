@@ -1,6 +1,6 @@
 import ArgumentParser
 import CurfewCore
-import CurfewAgent
+import CurfewReports
 import CurfewStore
 import CurfewSync
 import Foundation
@@ -135,10 +135,10 @@ final class Workspace {
 
     /// The version this computer's agent enforces for `user` although its record is missing from the
     /// shared directory (the agent notes it), with the policy it keeps for it.
-    func keptPolicyInForce(of user: String) -> (version: Int, policy: Policy)? {
+    func keptPolicyInForce(of user: String) -> LastGoodPolicy? {
         guard let version = missingRecordInForce(of: user),
-            let text = try? openStore().read({ try AgentStateTable.get(Agent.lastGoodPrefix + user, $0) }),
-            let kept = Agent.decodeLastGood(text), kept.version == version
+            let text = try? openStore().read({ try AgentStateTable.get(AgentStateKeys.lastGoodPolicyPrefix + user, $0) }),
+            let kept = LastGoodPolicy.decode(text), kept.version == version
         else { return nil }
         return kept
     }
@@ -164,7 +164,7 @@ final class Workspace {
     /// directory, and what this computer's agent kept of them (a file may since have been removed).
     func otherComputersUsage(of user: String, from: LocalDate, through to: LocalDate) -> [UsageSummary] {
         // This computer's own summaries are in its usage table; the agent notes which id is its own.
-        let machine = try? openStore().read { try AgentStateTable.get(Agent.machineIDKey, $0) }
+        let machine = try? openStore().read { try AgentStateTable.get(AgentStateKeys.machineID, $0) }
         var latest: [String: UsageSummary] = [:]
         func consider(_ summary: UsageSummary) {
             guard summary.machine != machine else { return }
@@ -184,7 +184,7 @@ final class Workspace {
     /// The version this computer's agent enforces for `user` although its record is missing from the
     /// shared directory (the agent notes it), if any.
     func missingRecordInForce(of user: String) -> Int? {
-        (try? openStore().read { try AgentStateTable.get(Agent.recordMissingPrefix + user, $0) }).flatMap { $0.flatMap { Int($0) } }
+        (try? openStore().read { try AgentStateTable.get(AgentStateKeys.recordMissingPrefix + user, $0) }).flatMap { $0.flatMap { Int($0) } }
     }
 
     /// Reads and verifies a record file that the scan found valid.

@@ -90,3 +90,18 @@ public struct ClockMovement: Sendable, Equatable {
     /// How far the wall clock was set forward (positive) or back (negative); never credited or debited.
     public var wallJumpMilliseconds: Int64
 }
+
+/// One stored bucket of usage: milliseconds of one app (`""` = screen time) in one local hour of a day.
+public struct UsageRow: Sendable, Equatable {
+    public var day: LocalDate
+    public var hour: Int
+    public var app: String
+    public var milliseconds: Int64
+
+    public init(day: LocalDate, hour: Int, app: String, milliseconds: Int64) {
+        self.day = day
+        self.hour = hour
+        self.app = app
+        self.milliseconds = milliseconds
+    }
+}

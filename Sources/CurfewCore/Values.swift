@@ -275,3 +275,8 @@ public func hexString<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
     }
     return String(decoding: out, as: UTF8.self)
 }
+
+/// Division that rounds toward minus infinity (seconds of an instant before 1970 stay in their second).
+public func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {
+    value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
+}

@@ -115,3 +115,14 @@ public func parseUTCTimestamp(_ text: String) -> Int64? {
     else { return nil }
     return Int64(date.daysSinceEpoch) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
 }
+
+extension Schedule {
+    /// The zone a policy is evaluated in: its own, or this computer's (`system`, read once by callers
+    /// that ask often).
+    public static func zone(for policy: Policy, system: @autoclosure () -> ZoneRules = ZoneRules(TimeZone.current))
+        -> ZoneRules
+    {
+        if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
+        return system()
+    }
+}

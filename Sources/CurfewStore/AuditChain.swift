@@ -302,9 +302,4 @@ public enum AuditChain {
         try db.execute(sql: "DELETE FROM events WHERE id BETWEEN ? AND ?", arguments: [firstEvent, lastEvent])
         return replaced
     }
-
-    /// Division rounding towards minus infinity (milliseconds before 1970 to seconds).
-    public static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {
-        value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
-    }
 }

@@ -139,3 +139,21 @@ public enum RequestTable {
         for id in ids { try statement.execute(arguments: [id]) }
     }
 }
+
+extension TimeRequest {
+    /// The form the socket and `curfew requests --json` use.
+    public var json: JSONValue {
+        var object = JSONObject([
+            ("id", .int(id)),
+            ("user", .string(user)),
+            ("minutes", .int(Int64(minutes))),
+        ])
+        object["reason"] = reason.map { .string($0) } ?? .null
+        object["createdMs"] = .int(createdMilliseconds)
+        object["status"] = .string(status.rawValue)
+        object["answeredMs"] = answeredMilliseconds.map { .int($0) } ?? .null
+        object["grantedMinutes"] = grantedMinutes.map { .int(Int64($0)) } ?? .null
+        object["answeredBy"] = answeredBy.map { .string($0) } ?? .null
+        return .object(object)
+    }
+}

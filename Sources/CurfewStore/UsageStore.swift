@@ -15,19 +15,8 @@ public enum UsageTable {
         }
     }
 
-    public struct Row: Sendable, Equatable {
-        public var day: LocalDate
-        public var hour: Int
-        public var app: String
-        public var milliseconds: Int64
+    public typealias Row = UsageRow
 
-        public init(day: LocalDate, hour: Int, app: String, milliseconds: Int64) {
-            self.day = day
-            self.hour = hour
-            self.app = app
-            self.milliseconds = milliseconds
-        }
-    }
 
     /// Every bucket of `user` from `from` through `to` (inclusive), ordered by day, hour, app.
     public static func rows(user: String, from: LocalDate, through to: LocalDate, _ db: Database) throws -> [Row] {
@@ -54,28 +43,6 @@ public enum UsageTable {
     }
 }
 
-/// One entry of the audit log.
-public struct AgentEvent: Sendable, Equatable {
-    public var id: Int64?
-    /// Unix time in milliseconds.
-    public var time: Int64
-    public var user: String?
-    /// A stable word for scripts: `agent-started`, `clock-jump`, `database-corrupt`, ...
-    public var kind: String
-    /// Words for people.
-    public var message: String
-    /// Details as a JSON object, for scripts.
-    public var data: JSONValue?
-
-    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: String, message: String, data: JSONValue? = nil) {
-        self.id = id
-        self.time = time
-        self.user = user
-        self.kind = kind
-        self.message = message
-        self.data = data
-    }
-}
 
 /// The `events` table: appended to, never edited; each event chained to the one before it by
 /// hash (`AuditChain`), and replaced by summary rows only after the retention period.
@@ -145,7 +112,7 @@ extension EventLog {
     }
 
     /// The kind of event that says a grant of extra time is in force; its data names the record.
-    public static let extraTimeGranted = "extra-time-granted"
+    public static let extraTimeGranted = AgentEvent.extraTimeGranted
 
     /// The record ids of grants an `extra-time-granted` event already mentions.
     public static func grantsAnnounced(_ db: Database) throws -> Set<String> {

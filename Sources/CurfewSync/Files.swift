@@ -5,7 +5,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import CurfewStore
+import CurfewCore
 
 /// A failed file operation: what was attempted, on which path, and errno.
 public struct FileError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -1,5 +1,4 @@
 import CurfewCore
-import CurfewStore
 import Foundation
 import Synchronization
 

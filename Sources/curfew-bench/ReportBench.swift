@@ -5,6 +5,7 @@
 // Target from the reports issue: a year's report under 200 ms.
 import CurfewAgent
 import CurfewCore
+import CurfewReports
 import CurfewStore
 import Foundation
 

@@ -1,10 +1,12 @@
 import ArgumentParser
 import CurfewAgent
 import CurfewLinux
+import CurfewStore
 import CurfewSync
 import Foundation
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 /// `curfewd`: flags, logging, and the agent's ServiceGroup.
 @main
@@ -60,7 +62,7 @@ struct Curfewd: AsyncParsableCommand {
     @Option(help: ArgumentHelp(
         "Days the audit log keeps each event; older ones are replaced by daily counts per user and kind (1 to 36500).",
         valueName: "days"))
-    var eventRetention = AgentConfiguration.defaultEventRetentionDays
+    var eventRetention = AgentStateKeys.defaultEventRetentionDays
 
     func validate() throws {
         guard eventRetention >= 1 && eventRetention <= 36_500 else {

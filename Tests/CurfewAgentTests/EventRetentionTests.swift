@@ -38,7 +38,7 @@ import Testing
         let (events, summaries, verification, retention) = try agent.store.read { db in
             (
                 try EventLog.list(user: nil, since: nil, db), try AuditChain.summaries(user: nil, since: nil, db),
-                try AuditChain.verify(db), try AgentStateTable.get(Agent.eventRetentionKey, db)
+                try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db)
             )
         }
         #expect(events.map(\.kind) == ["lockout", "events-summarised"])

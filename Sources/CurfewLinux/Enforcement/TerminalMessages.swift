@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// Messages on a user's terminals, as wall(1) writes them.
 public enum TerminalMessages {

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
     import Glibc
+    import CLinux
 #endif
 
 /// The three clocks the agent reads each tick, in milliseconds.

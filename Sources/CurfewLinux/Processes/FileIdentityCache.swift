@@ -1,6 +1,7 @@
 import CurfewCore
 import Crypto
 import Glibc
+import CLinux
 import Synchronization
 
 /// The identity of an executable's content, so that a renamed or copied binary is still the same app

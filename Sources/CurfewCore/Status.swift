@@ -1,4 +1,3 @@
-import CurfewCore
 
 /// What `curfew status` shows: today's figures for one user, as the agent or the database knows them.
 public struct UserStatus: Sendable, Equatable {

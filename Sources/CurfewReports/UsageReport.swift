@@ -1,5 +1,5 @@
 import CurfewCore
-import CurfewStore
+
 import Foundation
 
 /// A user's usage over a range of local days: every figure `curfew report` prints, computed once here
@@ -51,7 +51,7 @@ public struct UsageReport: Sendable {
                 case "lockout", "session-ended", "session-locked", "user-killed", "fail-closed": self = .lockout
                 case "app-stopped": self = .app
                 case "login-refused": self = .login
-                case EventLog.extraTimeGranted, "time-requested": self = .grant
+                case AgentEvent.extraTimeGranted, "time-requested": self = .grant
                 case "policy-loaded", "policy-kept", "user-unmanaged", "fail-open": self = .policy
                 default: self = .other
                 }
@@ -113,7 +113,7 @@ public struct UsageReport: Sendable {
 
     /// Milliseconds are summed per bucket first and rounded to seconds once (as `curfew status` does).
     public static func make(
-        user: String, policy: Policy, zone: ZoneRules, from: LocalDate, to: LocalDate, rows: [UsageTable.Row],
+        user: String, policy: Policy, zone: ZoneRules, from: LocalDate, to: LocalDate, rows: [UsageRow],
         events: [AgentEvent]
     ) -> UsageReport {
         let first = from.daysSinceEpoch
@@ -146,7 +146,7 @@ public struct UsageReport: Sendable {
         }
         let timeline = events.sorted { ($0.time, $0.id ?? 0) < ($1.time, $1.id ?? 0) }.map { event in
             TimelineEvent(
-                time: AuditChain.floorDivide(event.time, 1000), kind: event.kind, message: event.message,
+                time: floorDivide(event.time, 1000), kind: event.kind, message: event.message,
                 category: TimelineEvent.Category(kind: event.kind))
         }
         return UsageReport(

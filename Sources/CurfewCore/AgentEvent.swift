@@ -1,0 +1,27 @@
+/// One entry of the audit log, as the agent and the CLI record it and every report reads it.
+public struct AgentEvent: Sendable, Equatable {
+    public var id: Int64?
+    /// Unix time in milliseconds.
+    public var time: Int64
+    public var user: String?
+    /// A stable word for scripts: `agent-started`, `clock-jump`, `database-corrupt`, ...
+    public var kind: String
+    /// Words for people.
+    public var message: String
+    /// Details as a JSON object, for scripts.
+    public var data: JSONValue?
+
+    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: String, message: String, data: JSONValue? = nil) {
+        self.id = id
+        self.time = time
+        self.user = user
+        self.kind = kind
+        self.message = message
+        self.data = data
+    }
+}
+
+extension AgentEvent {
+    /// The kind of the event that announces a grant of extra time (its data names the grant).
+    public static let extraTimeGranted = "extra-time-granted"
+}

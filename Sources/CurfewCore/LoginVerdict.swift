@@ -1,0 +1,42 @@
+/// The answer to "may this user log in now?", asked by `curfew check-login` from PAM's account stack.
+public struct LoginVerdict: Sendable, Equatable {
+    public var allowed: Bool
+    /// For the person at the login prompt.
+    public var message: String
+
+    public init(allowed: Bool, message: String) {
+        self.allowed = allowed
+        self.message = message
+    }
+
+    /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
+    /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway).
+    public static func decide(user: String, schedule: Schedule, usedSeconds: Int64, now: Int64) -> LoginVerdict {
+        let decision = schedule.decide(now: now, usedSeconds: usedSeconds)
+        guard decision.state != .allowed else {
+            let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
+            return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")
+        }
+        let again = decision.allowedAgainAt.map { " You may log in again \(describe(instant: $0, from: now, zone: schedule.zone))." } ?? ""
+        return LoginVerdict(
+            allowed: false, message: "Curfew: \(user) may not log in now: \(decision.reason ?? "use is not allowed").\(again)")
+    }
+
+    /// "at 07:00", "tomorrow at 07:00", or "on Mon 2026-11-23 at 07:00", in the policy's zone.
+    public static func describe(instant: Int64, from now: Int64, zone: ZoneRules) -> String {
+        let (date, second) = zone.localTime(at: instant)
+        let clock = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
+        let today = zone.localTime(at: now).date
+        if date == today { return "at \(clock)" }
+        if date == today.adding(days: 1) { return "tomorrow at \(clock)" }
+        return "on \(date.weekday.rawValue.prefix(1).uppercased() + date.weekday.rawValue.dropFirst()) \(date) at \(clock)"
+    }
+
+    /// The event a refusal leaves in the audit log; `unrecordedBefore`: refusals since the last
+    /// event that were only counted (past the user's budget).
+    public func event(user: String, service: String, now: Int64, unrecordedBefore: Int = 0) -> AgentEvent {
+        var data = JSONObject([("service", .string(service))])
+        if unrecordedBefore > 0 { data["unrecordedBefore"] = .int(Int64(unrecordedBefore)) }
+        return AgentEvent(time: now, user: user, kind: "login-refused", message: message, data: .object(data))
+    }
+}
