@@ -137,51 +137,53 @@ public final class Agent: Sendable {
                 try AgentStateTable.all(prefix: AgentStateKeys.recordMissingPrefix, db).compactMapValues { Int($0) }
             )
         }
+        let lastGood = stored.compactMapValues(LastGoodPolicy.decode)
         var newestSeen = newestStored
-        for (user, text) in stored {
-            if let kept = LastGoodPolicy.decode(text) { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
-        }
+        for (user, kept) in lastGood { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
         let result = try loader.load(
             previous: previous, newestSeen: newestSeen, logger: logger, now: Int64(Date().timeIntervalSince1970))
-        var policies = result.policies
-        var versions = result.versions
+        let valid = result.scan?.valid ?? []
+        let managed = ManagedUsers.read(stateDirectory: configuration.stateDirectory) ?? []
+        // A record in force that changed while it was read keeps the policy (and version) it had.
+        let folded = Dictionary(
+            uniqueKeysWithValues: result.policies.map { user, policy in
+                (user, (policy: policy, version: result.versions[user] ?? state.version(of: user) ?? 0))
+            })
+        let resolution = PolicyInForce.resolve(
+            folded: folded, current: PolicyFold.currentByUser(valid),
+            newestOnDisk: Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max), lastGood: lastGood,
+            newestSeen: newestStored, managed: managed, failOpen: configuration.failOpen)
+        var policies = resolution.entries.mapValues(\.policy)
+        var versions = resolution.entries.mapValues(\.version)
         var events: [AgentEvent] = []
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for (user, text) in stored.sorted(by: { $0.key < $1.key }) where !result.removed.contains(user) {
-            guard let kept = LastGoodPolicy.decode(text) else { continue }
-            if let version = versions[user], version >= kept.version { continue }
-            policies[user] = kept.policy
-            versions[user] = kept.version
-            if state.version(of: user) != kept.version || previous[user] != kept.policy {
-                let why = result.versions[user].map { "the records fold to an older version \($0)" } ?? "no valid policy can be loaded"
-                logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(kept.version)"])
+        for (user, entry) in resolution.entries.sorted(by: { $0.key < $1.key }) {
+            switch entry.source {
+            case .records:
+                continue
+            case .kept(let recordsVersion):
+                guard state.version(of: user) != entry.version || previous[user] != entry.policy else { continue }
+                let why = recordsVersion.map { "the records fold to an older version \($0)" } ?? "no valid policy can be loaded"
+                logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(entry.version)"])
                 events.append(
                     AgentEvent(
                         time: now, user: user, kind: "policy-kept",
-                        message: "\(why) for \(user); the last good policy (version \(kept.version)) stays in force",
-                        data: .object(JSONObject([("version", .int(Int64(kept.version)))]))))
-            }
-        }
-        let managed = ManagedUsers.read(stateDirectory: configuration.stateDirectory) ?? []
-        for user in managed.sorted() where policies[user] == nil && !result.removed.contains(user) {
-            if configuration.failOpen {
-                if failOpenReported.withLock({ $0.insert(user).inserted }) {
-                    events.append(
-                        AgentEvent(
-                            time: now, user: user, kind: "fail-open",
-                            message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
-                }
-                continue
-            }
-            policies[user] = Policy.failClosed(for: user)
-            versions[user] = 0
-            if previous[user] != Policy.failClosed(for: user) {
+                        message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
+                        data: .object(JSONObject([("version", .int(Int64(entry.version)))]))))
+            case .failClosed:
+                guard previous[user] != entry.policy else { continue }
                 logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
                         time: now, user: user, kind: "fail-closed",
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
+        }
+        for user in resolution.failingOpen.sorted() where failOpenReported.withLock({ $0.insert(user).inserted }) {
+            events.append(
+                AgentEvent(
+                    time: now, user: user, kind: "fail-open",
+                    message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
         }
         // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
         for user in policies.keys.sorted() where Accounts.isSuperuser(user) {
@@ -230,13 +232,8 @@ public final class Agent: Sendable {
         }
         // The record in force gone from the shared directory (deleted, or damaged): the version stays,
         // and the parent is told once, here and by `curfew sync status` and `policy show`.
-        let valid = result.scan?.valid ?? []
+        let missing = resolution.missing.filter { policies[$0.key] != nil }
         let newestOnDisk = Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max)
-        var missing: [String: Int] = [:]
-        for (user, version) in versions where version > 0 {
-            let seen = max(version, newestSeen[user] ?? 0)
-            if seen > newestOnDisk[user] ?? 0 { missing[user] = seen }
-        }
         for (user, version) in missing.sorted(by: { $0.key < $1.key }) where missingStored[user] != version {
             logger.error("the record in force is missing from the shared directory", metadata: ["user": "\(user)", "version": "\(version)"])
             let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
@@ -246,11 +243,7 @@ public final class Agent: Sendable {
                     message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
-        var newestNow = newestSeen
-        for (user, version) in result.versions { newestNow[user] = max(newestNow[user] ?? 0, version) }
-        for summary in PolicyFold.currentByUser(valid).values where result.removed.contains(summary.user) {
-            newestNow[summary.user] = max(newestNow[summary.user] ?? 0, summary.version)
-        }
+        let newestNow = resolution.newestSeen
         state.setPolicies(policies, versions: versions)
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         try store.write { db in
@@ -269,12 +262,12 @@ public final class Agent: Sendable {
                 else { continue }
                 try AgentStateTable.set(AgentStateKeys.lastGoodPolicyPrefix + user, LastGoodPolicy(version: version, policy: policy).encoded, db)
             }
-            for user in result.removed where stored[user] != nil {
+            for user in resolution.removed where stored[user] != nil {
                 try AgentStateTable.remove(AgentStateKeys.lastGoodPolicyPrefix + user, db)
             }
             for event in events { try EventLog.append(event, db) }
         }
-        let enforced = Set(policies.keys).union(configuration.failOpen ? managed.subtracting(result.removed) : [])
+        let enforced = Set(policies.keys).union(configuration.failOpen ? managed.subtracting(resolution.removed) : [])
         if enforced != managed {
             do { try ManagedUsers.write(enforced, stateDirectory: configuration.stateDirectory) } catch {
                 logger.error("cannot write the list of managed users", metadata: ["error": "\(error)"])

@@ -75,9 +75,7 @@ public struct PolicyLoader: Sendable {
         for merge in merges.values where merge.mergedRecords.count > 1 {
             for id in merge.mergedRecords { merged[id] = merge.conflicts }
         }
-        let removed = Set(
-            PolicyFold.currentByUser(scan.valid).values.filter { $0.removesUser && $0.version >= newestSeen[$0.user] ?? 0 }
-                .map(\.user))
+        let removed = PolicyInForce.countedRemovals(current: PolicyFold.currentByUser(scan.valid), newestSeen: newestSeen)
         // Grants of users still managed; the agent drops those of users it does not enforce at all.
         let grants = scan.grants.filter { !removed.contains($0.user) }
         let announced = try store.read { try EventLog.grantsAnnounced($0) }

@@ -77,14 +77,15 @@ struct CheckLogin: ParsableCommand {
         workspace.busySeconds = 0.5
         let now = Workspace.now()
         do {
-            let scan = try workspace.scan(warningsFor: user)
-            guard let summary = scan.current(for: user), !summary.removesUser else {
-                if ManagedUsers.read(stateDirectory: workspace.stateDirectory)?.contains(user) == true {
+            // The policy the agent would enforce: the records, the last good policy it kept, fail mode.
+            let inForce = try workspace.policyInForce(only: [user], failOpen: failOpen)
+            guard let entry = inForce.entries[user], entry.source != .failClosed else {
+                if inForce.entries[user] != nil || inForce.failingOpen.contains(user) {
                     return failMode(user: user, failOpen: failOpen, why: "no valid policy can be read")
                 }
                 return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
             }
-            let policy = try workspace.policyState(of: user).policy ?? Policy.defaults(for: user)
+            let policy = entry.policy
             let (schedule, totals, others) = try workspace.savedDay(of: user, policy: policy, now: now)
             let store = try workspace.openStore()
             let verdict = LoginVerdict.decide(

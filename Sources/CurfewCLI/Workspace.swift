@@ -118,12 +118,15 @@ final class Workspace {
     /// The user's policy in force and the record that decides its version (the newest; with merged
     /// edits, the latest of them). The next edit is based on `record.version`.
     ///
-    /// When this computer's agent keeps a newer version whose record is missing from the shared
-    /// directory, that version's policy is the one in force: it is returned with the record's version
-    /// raised to it, so the next edit starts from what is enforced and is newer than it.
+    /// When this computer's agent keeps a newer version than the records fold to (its record is missing
+    /// from the shared directory, or no longer verifies), that version's policy is the one in force: it
+    /// is returned with the record's version raised to it, so the next edit starts from what is
+    /// enforced and is newer than it.
     func currentPolicy(of user: String) throws -> (policy: Policy, record: RecordSummary) {
         let state = try policyState(of: user)
-        if let kept = keptPolicyInForce(of: user), kept.version > state.record?.version ?? 0, var record = state.record {
+        if let kept = try policyInForce(only: [user], failOpen: true).entries[user], case .kept = kept.source,
+            var record = state.record
+        {
             record.version = kept.version
             return (kept.policy, record)
         }
@@ -133,14 +136,29 @@ final class Workspace {
         return (policy, record)
     }
 
-    /// The version this computer's agent enforces for `user` although its record is missing from the
-    /// shared directory (the agent notes it), with the policy it keeps for it.
-    func keptPolicyInForce(of user: String) -> LastGoodPolicy? {
-        guard let version = missingRecordInForce(of: user),
-            let text = try? openStore().read({ try AgentStateTable.get(AgentStateKeys.lastGoodPolicyPrefix + user, $0) }),
-            let kept = LastGoodPolicy.decode(text), kept.version == version
-        else { return nil }
-        return kept
+    /// Which policy is in force for every user as this computer's agent decides it (`PolicyInForce`):
+    /// the records' fold, the last good policies and newest versions the agent kept in the database, the
+    /// managed users and the fail mode. Without a readable database, the records alone. `only`: fold
+    /// the records of these users alone (the others' entries then come from what the agent kept).
+    func policyInForce(only: Set<String>? = nil, failOpen: Bool) throws -> PolicyInForce.Resolution {
+        let scan = try self.scan()
+        var folded: [String: (policy: Policy, version: Int)] = [:]
+        for user in scan.currentByUser.keys where only?.contains(user) ?? true {
+            let state = try policyState(of: user)
+            if let policy = state.policy { folded[user] = (policy, state.version) }
+        }
+        let (lastGood, newestSeen) =
+            (try? openStore().read { db in
+                (
+                    try AgentStateTable.all(prefix: AgentStateKeys.lastGoodPolicyPrefix, db).compactMapValues(LastGoodPolicy.decode),
+                    try AgentStateTable.all(prefix: AgentStateKeys.newestVersionPrefix, db).compactMapValues { Int($0) }
+                )
+            }) ?? ([:], [:])
+        return PolicyInForce.resolve(
+            folded: folded, current: PolicyFold.currentByUser(scan.valid),
+            newestOnDisk: Dictionary(scan.valid.map { ($0.user, $0.version) }, uniquingKeysWith: max),
+            lastGood: lastGood, newestSeen: newestSeen,
+            managed: ManagedUsers.read(stateDirectory: stateDirectory) ?? [], failOpen: failOpen)
     }
 
     /// `user`'s schedule under `policy` (its zone, the grants in the shared directory) and the usage saved
