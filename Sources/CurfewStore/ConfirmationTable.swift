@@ -1,37 +1,6 @@
 import CurfewCore
 import GRDB
 
-/// What this computer last decided about one record, and whether its confirmation reached the shared
-/// directory. A row with `written == false` is pending: it is written again on every scan until it is.
-public struct ConfirmationState: Sendable, Equatable {
-    public var record: String
-    public var user: String?
-    public var outcome: Confirmation.Outcome
-    public var reason: String?
-    public var conflicts: [String]
-    public var enforcedVersion: Int?
-    public var written: Bool
-
-    public init(
-        record: String, user: String?, outcome: Confirmation.Outcome, reason: String?, conflicts: [String] = [],
-        enforcedVersion: Int?, written: Bool
-    ) {
-        self.record = record
-        self.user = user
-        self.outcome = outcome
-        self.reason = reason
-        self.conflicts = conflicts
-        self.enforcedVersion = enforcedVersion
-        self.written = written
-    }
-
-    /// Whether a confirmation saying `other` must replace this one: the verdict changed. A new
-    /// enforced version alone does not rewrite every older record's confirmation.
-    public func sameVerdict(as other: ConfirmationState) -> Bool {
-        user == other.user && outcome == other.outcome && reason == other.reason && conflicts == other.conflicts
-    }
-}
-
 /// The `confirmations` table, keyed by machine id and record id.
 public enum ConfirmationTable {
     public static func all(machine: String, _ db: Database) throws -> [String: ConfirmationState] {

@@ -59,14 +59,6 @@ public struct SharedDirectory: Sendable {
     }
 }
 
-/// A record file that could not be used, and why; shown to parents as a warning.
-public struct IgnoredRecord: Sendable, Equatable {
-    public var name: String
-    public var reason: String
-    /// The user it claims to be for, when that could be read.
-    public var user: String?
-}
-
 /// The records of the shared directory after a scan: the valid ones by user, and the ignored ones.
 public struct RecordScan: Sendable {
     /// Valid policy records signed by a trusted key.

@@ -221,7 +221,7 @@ import Testing
             newIndexEntries: [], vanished: [])
         scan.grants = [grant("e", "kid"), grant("f", "nobody")]
         let plan = ConfirmationPlan.verdicts(
-            scan: scan, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [],
+            valid: scan.valid, grants: scan.grants, ignored: scan.ignored, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [],
             merged: [left.id: ["dailyLimitMinutes"], right.id: ["dailyLimitMinutes"]])
         #expect(plan[old.id]?.outcome == .superseded && plan[old.id]?.reason == ConfirmationPlan.newer)
         #expect(plan[left.id]?.outcome == .merged && plan[left.id]?.conflicts == ["dailyLimitMinutes"])
@@ -229,7 +229,7 @@ import Testing
         #expect(plan[String(repeating: "d", count: 64) + ".json"]?.outcome == .rejected)
         #expect(plan[String(repeating: "e", count: 64) + ".json"]?.outcome == .applied)
         #expect(plan[String(repeating: "f", count: 64) + ".json"]?.reason == "nobody has no policy on this computer")
-        let unmerged = ConfirmationPlan.verdicts(scan: scan, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [])
+        let unmerged = ConfirmationPlan.verdicts(valid: scan.valid, grants: scan.grants, ignored: scan.ignored, versions: ["kid": 2], enforcedUsers: ["kid"], removed: [])
         #expect(unmerged[right.id]?.outcome == .applied && unmerged[left.id]?.reason == ConfirmationPlan.lostTie)
     }
 }
