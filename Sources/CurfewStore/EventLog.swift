@@ -1,49 +1,6 @@
 import CurfewCore
 import GRDB
 
-/// The `usage` table: milliseconds per user, local day, local hour and app (`""` = screen time).
-public enum UsageTable {
-    /// Adds the slices to what is stored (one statement per key; call inside one transaction).
-    public static func add(_ slices: [UsageKey: Int64], _ db: Database) throws {
-        let statement = try db.cachedStatement(
-            sql: """
-                INSERT INTO usage (user, day, hour, app, milliseconds) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT (user, day, hour, app) DO UPDATE SET milliseconds = milliseconds + excluded.milliseconds
-                """)
-        for (key, milliseconds) in slices.sorted(by: { $0.key < $1.key }) where milliseconds > 0 {
-            try statement.execute(arguments: [key.user, "\(key.day)", key.hour, key.app, milliseconds])
-        }
-    }
-
-    public typealias Row = UsageRow
-
-
-    /// Every bucket of `user` from `from` through `to` (inclusive), ordered by day, hour, app.
-    public static func rows(user: String, from: LocalDate, through to: LocalDate, _ db: Database) throws -> [Row] {
-        let cursor = try GRDB.Row.fetchCursor(
-            db,
-            sql: """
-                SELECT day, hour, app, milliseconds FROM usage
-                WHERE user = ? AND day BETWEEN ? AND ? ORDER BY day, hour, app
-                """,
-            arguments: [user, "\(from)", "\(to)"])
-        var rows: [Row] = []
-        while let row = try cursor.next() {
-            guard let day = try? LocalDate.parse(row[0] as String) else { continue }
-            rows.append(Row(day: day, hour: row[1], app: row[2], milliseconds: row[3]))
-        }
-        return rows
-    }
-
-    /// Totals of one local day by app (`""` = screen time).
-    public static func dayTotals(user: String, day: LocalDate, _ db: Database) throws -> [String: Int64] {
-        var totals: [String: Int64] = [:]
-        for row in try rows(user: user, from: day, through: day, db) { totals[row.app, default: 0] += row.milliseconds }
-        return totals
-    }
-}
-
-
 /// The `events` table: appended to, never edited; each event chained to the one before it by
 /// hash (`AuditChain`), and replaced by summary rows only after the retention period.
 public enum EventLog {
@@ -125,34 +82,5 @@ extension EventLog {
             ids.insert(id)
         }
         return ids
-    }
-}
-
-/// Small facts the agent keeps between runs (`agent_state`).
-public enum AgentStateTable {
-    public static func get(_ key: String, _ db: Database) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT value FROM agent_state WHERE key = ?", arguments: [key])
-    }
-
-    /// Every entry whose key starts with `prefix`, keyed by the rest of the key.
-    public static func all(prefix: String, _ db: Database) throws -> [String: String] {
-        var result: [String: String] = [:]
-        let rows = try Row.fetchCursor(
-            db, sql: "SELECT key, value FROM agent_state WHERE substr(key, 1, ?) = ?", arguments: [prefix.utf8.count, prefix])
-        while let row = try rows.next() {
-            let key: String = row[0]
-            result[String(key.dropFirst(prefix.count))] = row[1]
-        }
-        return result
-    }
-
-    public static func remove(_ key: String, _ db: Database) throws {
-        try db.execute(sql: "DELETE FROM agent_state WHERE key = ?", arguments: [key])
-    }
-
-    public static func set(_ key: String, _ value: String, _ db: Database) throws {
-        try db.execute(
-            sql: "INSERT INTO agent_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            arguments: [key, value])
     }
 }
