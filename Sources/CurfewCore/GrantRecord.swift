@@ -200,7 +200,7 @@ extension RecordFormat {
     static func parseEnvelope(_ bytes: [UInt8]) throws(RecordError) -> JSONObject {
         guard bytes.count <= maxBytes else { throw RecordError("record is larger than \(maxBytes) bytes") }
         let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
+        do { value = try JSONValue.parse(bytes) } catch { throw RecordError.notJSON(error) }
         guard case .object(let object) = value else { throw RecordError("a record must be a JSON object") }
         guard case .int(let format)? = object["format"] else { throw RecordError("record field \"format\" is missing") }
         guard format == version else {

@@ -43,7 +43,7 @@ public struct MachineAnnouncement: Sendable, Equatable {
     public static func parse(_ bytes: [UInt8]) throws(RecordError) -> MachineAnnouncement {
         guard bytes.count <= 4096 else { throw RecordError("machine file is larger than 4096 bytes") }
         let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
+        do { value = try JSONValue.parse(bytes) } catch { throw RecordError.notJSON(error) }
         guard case .object(let object) = value, case .int(1)? = object["format"],
             case .string(MachineAnnouncement.kind)? = object["kind"]
         else { throw RecordError("not a machine file of format 1") }

@@ -64,8 +64,27 @@ public enum RecordFormat {
 /// Why a file in `records/` is not a usable record. `reason` is for people.
 public struct RecordError: Error, Equatable, Sendable, CustomStringConvertible {
     public var reason: String
-    public init(_ reason: String) { self.reason = reason }
+    public var cause: RejectionCause
+    public init(_ reason: String, cause: RejectionCause = .invalid) {
+        self.reason = reason
+        self.cause = cause
+    }
     public var description: String { reason }
+
+    /// Bytes that are not a whole JSON document: perhaps a file still being written.
+    public static func notJSON(_ error: some Error) -> RecordError {
+        RecordError("not valid JSON: \(error)", cause: .mayBeIncomplete)
+    }
+}
+
+/// Why a file of the shared directory was refused, as code acts on it (the reason's words are for people).
+public enum RejectionCause: Sendable, Equatable {
+    /// The file is what it is: refused for as long as it stays the same.
+    case invalid
+    /// Its bytes do not (yet) match its name or are not (yet) whole JSON: a young file may still be arriving.
+    case mayBeIncomplete
+    /// It could not be read this time (out of descriptors, an I/O error, a stale handle): read it again.
+    case transient
 }
 
 /// A record file as read, before its signature is checked.

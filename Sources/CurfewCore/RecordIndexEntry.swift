@@ -24,7 +24,8 @@ public struct IndexedRecord: Sendable, Equatable {
         case valid(RecordSummary)
         /// A correctly signed grant of extra time.
         case validGrant(GrantSummary)
-        case invalid(reason: String)
+        /// Refused; `cause` says whether a young file may still be arriving (`.mayBeIncomplete`).
+        case invalid(reason: String, cause: RejectionCause = .invalid)
     }
 
     public var name: String

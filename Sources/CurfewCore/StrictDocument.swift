@@ -7,7 +7,7 @@ enum StrictDocument {
     ) throws(RecordError) -> JSONObject {
         guard bytes.count <= maxBytes else { throw RecordError("\(noun) is larger than \(maxBytes) bytes") }
         let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { throw RecordError("not valid JSON: \(error)") }
+        do { value = try JSONValue.parse(bytes) } catch { throw RecordError.notJSON(error) }
         guard case .object(let object) = value else { throw RecordError("a \(noun) must be a JSON object") }
         guard case .int(let format)? = object["format"] else { throw RecordError("\(fieldPrefix) field \"format\" is missing") }
         guard format == version else {

@@ -11,7 +11,7 @@ public enum RecordIndex {
             sql: """
                 SELECT name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
                        base_version, author, time, removes_user, kind, date, extra_minutes,
-                       bedtime_delay_minutes, request_id
+                       bedtime_delay_minutes, request_id, may_be_incomplete
                 FROM record_index
                 """)
         while let row = try rows.next() {
@@ -36,7 +36,9 @@ public enum RecordIndex {
                         id: name, user: user, version: version, baseVersion: base, author: author, time: time,
                         removesUser: removes))
             } else {
-                verdict = .invalid(reason: row[7] ?? "invalid record")
+                // Refused, but perhaps still being written: a young file is looked at again.
+                let cause: RejectionCause = (row[19] as Bool) ? .mayBeIncomplete : .invalid
+                verdict = .invalid(reason: row[7] ?? "invalid record", cause: cause)
             }
             result[name] = IndexedRecord(name: name, identity: identity, verdict: verdict)
         }
@@ -49,8 +51,8 @@ public enum RecordIndex {
                 INSERT OR REPLACE INTO record_index
                     (name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
                      base_version, author, time, removes_user, kind, date, extra_minutes,
-                     bedtime_delay_minutes, request_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     bedtime_delay_minutes, request_id, may_be_incomplete)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for entry in entries {
             let identity = entry.identity
@@ -69,9 +71,10 @@ public enum RecordIndex {
                     "valid", nil, grant.user, nil, nil, grant.author, grant.time, nil, RecordFormat.grantKind,
                     "\(grant.date)", grant.extraMinutes, grant.bedtimeDelayMinutes, grant.requestId,
                 ]
-            case .invalid(let reason):
+            case .invalid(let reason, _):
                 arguments += ["invalid", reason, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil]
             }
+            if case .invalid(_, .mayBeIncomplete) = entry.verdict { arguments += [true] } else { arguments += [false] }
             try statement.execute(arguments: arguments)
         }
     }

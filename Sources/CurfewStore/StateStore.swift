@@ -184,6 +184,17 @@ public final class StateStore: Sendable {
                     CREATE INDEX remote_usage_user_day ON remote_usage(user, day);
                     """)
         }
+        migrator.registerMigration("v7-record-index-incomplete") { db in
+            // Whether a refused file may still be arriving (its bytes do not yet match its name, or are
+            // not yet whole JSON), so code never decides it from the reason's words.
+            try db.execute(
+                sql: """
+                    ALTER TABLE record_index ADD COLUMN may_be_incomplete INTEGER NOT NULL DEFAULT 0
+                        CHECK (may_be_incomplete IN (0, 1));
+                    UPDATE record_index SET may_be_incomplete = 1
+                        WHERE verdict = 'invalid' AND (reason = 'content does not match its name (hash)' OR reason LIKE 'not valid JSON%');
+                    """)
+        }
         return migrator
     }
 }

@@ -23,6 +23,8 @@ public struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM }
     public var isMissing: Bool { errno == ENOENT || errno == ENOTDIR }
+    /// A file over the size the reader accepts (`readRegularFile`'s `maxBytes`).
+    public var isOversized: Bool { errno == EFBIG }
 
     /// A failure that says nothing about the file itself and may pass by the next try: out of
     /// descriptors or memory, an I/O error, a network file system that timed out or lost the handle.

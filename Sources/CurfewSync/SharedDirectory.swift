@@ -129,7 +129,7 @@ public struct RecordScan: Sendable {
             let young = now.map { abs($0 - identity.mtimeNanoseconds / 1_000_000_000) < incompleteGraceSeconds } ?? false
             if let known = index[name], known.identity == identity {
                 // The CLI indexes without `now`; a young file it found broken may still be arriving.
-                if young, case .invalid(let reason) = known.verdict, RecordVerifier.mayBeIncomplete(reason) {
+                if young, case .invalid(_, .mayBeIncomplete) = known.verdict {
                     scan.incomplete.append(name)
                     continue
                 }
@@ -143,16 +143,16 @@ public struct RecordScan: Sendable {
                     verdict = .valid(summary)
                 case .verifiedGrant(let summary):
                     verdict = .validGrant(summary)
-                case .rejected(let reason, _) where young && RecordVerifier.mayBeIncomplete(reason):
+                case .rejected(_, _, .mayBeIncomplete) where young:
                     scan.incomplete.append(name)
                     continue
-                case .rejected(let reason, let user) where reason.hasPrefix(RecordVerifier.transientPrefix):
+                case .rejected(let reason, let user, .transient):
                     // Not indexed: an I/O error or a full descriptor table must not reject a good
                     // record for as long as its file stays the same.
                     scan.ignored.append(IgnoredRecord(name: name, reason: reason, user: user))
                     continue
-                case .rejected(let reason, let user):
-                    verdict = .invalid(reason: reason)
+                case .rejected(let reason, let user, let cause):
+                    verdict = .invalid(reason: reason, cause: cause)
                     claimedUser = user
                 case .untrusted(let author, let user):
                     // Depends on which keys are trusted, so it is not indexed.
@@ -185,7 +185,7 @@ public struct RecordScan: Sendable {
                             name: name, reason: "signed by key \(summary.author), which is not trusted here",
                             user: summary.user))
                 }
-            case .invalid(let reason):
+            case .invalid(let reason, _):
                 scan.ignored.append(IgnoredRecord(name: name, reason: reason, user: claimedUser))
             }
         }
@@ -232,7 +232,7 @@ public enum RecordVerifier {
     public enum Outcome: Sendable, Equatable {
         case verified(RecordSummary)
         case verifiedGrant(GrantSummary)
-        case rejected(reason: String, user: String?)
+        case rejected(reason: String, user: String?, cause: RejectionCause = .invalid)
         case untrusted(author: String, user: String)
     }
 
@@ -252,12 +252,6 @@ public enum RecordVerifier {
     /// Starts the reason of a file that could not be read for a passing cause (`FileError.isTransient`):
     /// such a verdict is not indexed, so the file is read again at the next scan.
     public static let transientPrefix = "could not be read this time: "
-
-    /// Whether a file rejected for `reason` may be one still being written: its bytes do not (yet)
-    /// match its name, or are not (yet) a whole JSON document.
-    public static func mayBeIncomplete(_ reason: String) -> Bool {
-        reason == hashMismatch || reason.hasPrefix("not valid JSON")
-    }
 
     /// The verified policy record in a file, with its policy.
     public static func load(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
@@ -287,24 +281,22 @@ public enum RecordVerifier {
     public static func loadAny(path: String, name: String, isRegular: Bool = true, trusted: [String: PublicKey])
         -> Result<SignedRecord, Failure>
     {
-        func reject(_ reason: String, _ user: String? = nil) -> Result<SignedRecord, Failure> {
-            .failure(Failure(outcome: .rejected(reason: reason, user: user)))
+        func reject(_ reason: String, _ user: String? = nil, cause: RejectionCause = .invalid) -> Result<SignedRecord, Failure> {
+            .failure(Failure(outcome: .rejected(reason: reason, user: user, cause: cause)))
         }
         guard isRegular else { return reject("not a regular file") }
         let bytes: [UInt8]
         do {
             bytes = try Files.readRegularFile(path, maxBytes: RecordFormat.maxBytes)
         } catch {
-            if error.operation == "read oversized file" {
-                return reject("record is larger than \(RecordFormat.maxBytes) bytes")
-            }
-            if error.isTransient { return reject(transientPrefix + error.description) }
+            if error.isOversized { return reject("record is larger than \(RecordFormat.maxBytes) bytes") }
+            if error.isTransient { return reject(transientPrefix + error.description, cause: .transient) }
             return reject(error.description)
         }
-        guard "\(sha256Hex(bytes)).json" == name else { return reject(hashMismatch) }
+        guard "\(sha256Hex(bytes)).json" == name else { return reject(hashMismatch, cause: .mayBeIncomplete) }
         let record: SignedRecord
         let signature: String
-        do { (record, signature) = try SignedRecord.parse(bytes) } catch { return reject(error.reason) }
+        do { (record, signature) = try SignedRecord.parse(bytes) } catch { return reject(error.reason, cause: error.cause) }
         guard let key = trusted[record.author] else {
             return .failure(Failure(outcome: .untrusted(author: record.author, user: record.user)))
         }

@@ -22,7 +22,7 @@ import Testing
         #expect(
             migrations == [
                 "v1-record-index", "v2-usage-events", "v3-grants-requests", "v4-confirmations", "v5-audit-chain",
-                "v6-remote-usage",
+                "v6-remote-usage", "v7-record-index-incomplete",
             ])
         let integrity = try store.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
