@@ -72,15 +72,7 @@ public struct Confirmation: Sendable, Equatable {
             ]))
     }
 
-    /// The signing domain followed by the canonical payload.
-    public var signingBytes: [UInt8] { Array(ConfirmationFormat.signingDomain.utf8) + signedPayload.canonicalBytes }
 
-    /// The file's bytes for a given signature.
-    public func fileBytes(signature: String) -> [UInt8] {
-        guard case .object(var object) = signedPayload else { return [] }
-        object["signature"] = .string(signature)
-        return JSONValue.object(object).canonicalBytes
-    }
 
     static let fields = [
         "format", "kind", "machine", "host", "key", "record", "user", "outcome", "reason", "conflicts",
@@ -173,4 +165,8 @@ extension RecordFormat {
         guard bytes.count == 69, name.hasSuffix(".json") else { return false }
         return bytes[0..<64].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
+}
+
+extension Confirmation: SignedDocument {
+    public static var signingDomain: String { ConfirmationFormat.signingDomain }
 }

@@ -82,15 +82,7 @@ public struct GrantRecord: Sendable, Equatable {
             ]))
     }
 
-    /// The signing domain followed by the canonical payload, as for policy records.
-    public var signingBytes: [UInt8] { Array(RecordFormat.signingDomain.utf8) + signedPayload.canonicalBytes }
 
-    /// The file's bytes for a given signature.
-    public func fileBytes(signature: String) -> [UInt8] {
-        guard case .object(var object) = signedPayload else { return [] }
-        object["signature"] = .string(signature)
-        return JSONValue.object(object).canonicalBytes
-    }
 
     static let fields = [
         "format", "kind", "user", "date", "extraMinutes", "bedtimeDelayMinutes", "author", "time", "nonce", "requestId",
@@ -256,4 +248,8 @@ public enum GrantFold {
         }
         return result
     }
+}
+
+extension GrantRecord: SignedDocument {
+    public static var signingDomain: String { RecordFormat.signingDomain }
 }

@@ -41,16 +41,7 @@ public struct PolicyRecord: Sendable, Equatable {
             ]))
     }
 
-    /// The bytes a signature is made over: a domain prefix, so a signature of another Curfew
-    /// document (a confirmation, say) can never pass as a record's, then the canonical payload.
-    public var signingBytes: [UInt8] { Array(RecordFormat.signingDomain.utf8) + signedPayload.canonicalBytes }
 
-    /// The file's bytes for a given signature.
-    public func fileBytes(signature: String) -> [UInt8] {
-        guard case .object(var object) = signedPayload else { return [] }
-        object["signature"] = .string(signature)
-        return JSONValue.object(object).canonicalBytes
-    }
 }
 
 public enum RecordFormat {
@@ -202,4 +193,8 @@ public enum PolicyFold {
     public static func currentByUser(_ records: [RecordSummary]) -> [String: RecordSummary] {
         Dictionary(grouping: records, by: \.user).compactMapValues(current)
     }
+}
+
+extension PolicyRecord: SignedDocument {
+    public static var signingDomain: String { RecordFormat.signingDomain }
 }

@@ -118,13 +118,7 @@ public struct UsageSummary: Sendable, Equatable {
             ]))
     }
 
-    public var signingBytes: [UInt8] { Array(UsageSummaryFormat.signingDomain.utf8) + signedPayload.canonicalBytes }
 
-    public func fileBytes(signature: String) -> [UInt8] {
-        guard case .object(var object) = signedPayload else { return [] }
-        object["signature"] = .string(signature)
-        return JSONValue.object(object).canonicalBytes
-    }
 
     static let fields = [
         "format", "kind", "machine", "host", "key", "user", "day", "screenMilliseconds", "buckets", "time", "signature",
@@ -210,4 +204,8 @@ public enum UsageSummaryFormat {
     public static func appName(_ name: String) -> String {
         accepts(app: name) ? name : UntrustedText.terminal(name).prefix(utf8Bytes: maxAppBytes)
     }
+}
+
+extension UsageSummary: SignedDocument {
+    public static var signingDomain: String { UsageSummaryFormat.signingDomain }
 }

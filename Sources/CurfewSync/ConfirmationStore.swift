@@ -80,7 +80,7 @@ public struct ConfirmationStore: Sendable {
         case .success(let (_, machineKey)): key = machineKey
         case .failure(let error): return .failure(error)
         }
-        guard key.id == confirmation.key, key.isValidSignature(signature, for: confirmation.signingBytes) else {
+        guard key.id == confirmation.key, key.verifies(signature, of: confirmation) else {
             return .failure(RecordError("signature does not verify with the key of machine \(machine)"))
         }
         return .success(confirmation)

@@ -23,6 +23,18 @@ public struct SigningKey: Sendable {
     public func sign(_ bytes: [UInt8]) throws -> String {
         try privateKey.signature(for: bytes).base64EncodedString()
     }
+
+    /// The file of a signed document: its payload and this key's signature over its signing bytes.
+    public func signedFile(_ document: some SignedDocument) throws -> [UInt8] {
+        document.fileBytes(signature: try sign(document.signingBytes))
+    }
+}
+
+extension PublicKey {
+    /// Whether `signature` (base64) is this key's over the document's signing bytes.
+    public func verifies(_ signature: String, of document: some SignedDocument) -> Bool {
+        isValidSignature(signature, for: document.signingBytes)
+    }
 }
 
 /// A trusted Ed25519 public key, known by its key id.

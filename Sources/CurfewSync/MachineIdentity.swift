@@ -80,7 +80,7 @@ public struct MachineIdentity: Sendable {
 
     /// Signs a confirmation as this machine.
     public func sign(_ confirmation: Confirmation) throws -> [UInt8] {
-        confirmation.fileBytes(signature: try key.sign(confirmation.signingBytes))
+        try key.signedFile(confirmation)
     }
 
     /// Signs many confirmations with one expanded private key (expanding it costs as much as a

@@ -34,7 +34,7 @@ public struct SharedDirectory: Sendable {
     /// temporary name and a rename. Returns the record's id (its file name).
     public func publish(_ record: PolicyRecord, signedBy key: SigningKey) throws -> String {
         precondition(record.author == key.id, "a record's author must be the key that signs it")
-        let bytes = record.fileBytes(signature: try key.sign(record.signingBytes))
+        let bytes = try key.signedFile(record)
         let name = "\(sha256Hex(bytes)).json"
         try write(bytes, into: ["records"], name: name, replace: false)
         return name
@@ -44,7 +44,7 @@ public struct SharedDirectory: Sendable {
     public func publish(_ grant: GrantRecord, signedBy key: SigningKey) throws -> String {
         precondition(grant.author == key.id, "a record's author must be the key that signs it")
         try grant.validate()
-        let bytes = grant.fileBytes(signature: try key.sign(grant.signingBytes))
+        let bytes = try key.signedFile(grant)
         let name = "\(sha256Hex(bytes)).json"
         try write(bytes, into: ["records"], name: name, replace: false)
         return name

@@ -9,7 +9,7 @@ extension SharedDirectory {
 
     /// Signs `summary` as this computer and writes it in place of the previous one of that day.
     public func publish(_ summary: UsageSummary, as identity: MachineIdentity) throws {
-        let bytes = summary.fileBytes(signature: try identity.key.sign(summary.signingBytes))
+        let bytes = try identity.key.signedFile(summary)
         try write(bytes, into: ["usage", identity.id, summary.user], name: "\(summary.day).json")
     }
 
@@ -64,7 +64,7 @@ extension SharedDirectory {
         case .success(let value): publicKey = value
         case .failure(let error): return .failure(error)
         }
-        guard publicKey.id == summary.key, publicKey.isValidSignature(signature, for: summary.signingBytes) else {
+        guard publicKey.id == summary.key, publicKey.verifies(signature, of: summary) else {
             return .failure(RecordError("signature does not verify with the key of machine \(machine)"))
         }
         return .success(summary)

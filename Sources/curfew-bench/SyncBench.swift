@@ -116,7 +116,7 @@ private func measureCatchUp(directory: String, records: Int) throws -> (seconds:
     let started = clock.now
     for version in 1...records {
         let record = setup.record(version)
-        let bytes = record.fileBytes(signature: try setup.key.sign(record.signingBytes))
+        let bytes = try setup.key.signedFile(record)
         try Data(bytes).write(to: URL(fileURLWithPath: "\(setup.shared.recordsPath)/\(sha256Hex(bytes)).json"))
     }
     let written = milliseconds(clock.now - started) / 1000
