@@ -46,27 +46,18 @@ extension Agent {
 
 extension SocketProtocol {
     /// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user (not root).
-    static func answerTimeRequest(_ object: JSONObject, callerUID: UInt32, agent: Agent) -> JSONValue {
+    static func answerTimeRequest(minutes: Int64, reason: String?, callerUID: UInt32, agent: Agent) -> JSONValue {
         guard callerUID != 0 else {
-            return failure("not-permitted", "root cannot ask for more time; grant it with curfew grant")
+            return failure(.notPermitted, "root cannot ask for more time; grant it with curfew grant")
         }
         guard let caller = Accounts.account(uid: callerUID) else {
-            return failure("not-permitted", "your account has no name, so it cannot be managed")
+            return failure(.notPermitted, "your account has no name, so it cannot be managed")
         }
         guard agent.state.policies[caller.name] != nil else {
-            return failure("not-permitted", "\(caller.name) is not managed on this computer; there is no limit to extend")
-        }
-        guard case .int(let minutes)? = object["minutes"] else {
-            return failure("bad-request", "\"minutes\" must be a whole number")
-        }
-        let reason: String?
-        switch object["reason"] {
-        case nil, .null?: reason = nil
-        case .string(let text)?: reason = text.isEmpty ? nil : text
-        default: return failure("bad-request", "\"reason\" must be a string")
+            return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
         }
         do { try RequestRules.validate(minutes: minutes, reason: reason) } catch {
-            return failure("bad-request", error.message)
+            return failure(.badRequest, error.message)
         }
         do {
             let request = try agent.fileRequest(
@@ -74,10 +65,10 @@ extension SocketProtocol {
             return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
         } catch let refusal as PolicyError {
             // Not logged: a child asking again and again must not fill the journal either.
-            return failure("not-permitted", refusal.message)
+            return failure(.notPermitted, refusal.message)
         } catch {
             agent.logger.error("cannot record a request", metadata: ["user": "\(caller.name)", "error": "\(error)"])
-            return failure("failed", "the agent could not record the request")
+            return failure(.failed, "the agent could not record the request")
         }
     }
 }

@@ -129,25 +129,14 @@ struct Request: ParsableCommand {
         let text = reason.flatMap { $0.isEmpty ? nil : $0 }
         try translatingErrors { try RequestRules.validate(minutes: Int64(minutes), reason: text) }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
-        var object = JSONObject([("command", .string("request")), ("minutes", .int(Int64(minutes)))])
-        object["reason"] = text.map { .string($0) } ?? .null
-        guard let answer = try? PeerSocketClient.request(path: socketPath, line: JSONValue.object(object).canonicalString),
-            case .object(let reply)? = try? JSONValue.parse(answer)
-        else {
+        guard let (line, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text), socket: socketPath) else {
             throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
         }
-        guard reply["ok"] == .bool(true), case .object(let request)? = reply["request"],
-            case .int(let id)? = request["id"]
-        else {
-            let message: String = { if case .string(let text)? = reply["message"] { return text } else { return "the agent refused" } }()
-            switch reply["error"] {
-            case .string("not-permitted")?: throw CLIError(message, .notPermitted)
-            case .string("bad-request")?: throw CLIError(message, .invalidArguments)
-            default: throw CLIError(message, .failure)
-            }
-        }
+        guard reply.ok, let id = reply.request?.id, case .object(let object)? = try? JSONValue.parse(line),
+            let request = object["request"]
+        else { throw AgentClient.error(reply) }
         if json {
-            Output.line(JSONValue.object(request).prettyString)
+            Output.line(request.prettyString)
         } else {
             Output.line("asked for \(TimeAllowance.format(minutes: minutes)) more (request \(id)); a parent will answer")
         }

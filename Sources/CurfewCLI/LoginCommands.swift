@@ -56,18 +56,15 @@ struct CheckLogin: ParsableCommand {
     {
         let environment = ProcessInfo.processInfo.environment
         let socketPath = Locations.socket(socket, environment: environment)
-        let request = JSONValue.object(
-            JSONObject([("command", .string("check-login")), ("user", .string(user)), ("service", .string(service))]))
+        let request = AgentRequest.checkLogin(user: user, service: service)
         // At most 1 s for the agent (connect, request and answer), whatever is on the socket: the
         // records on disk then decide, so a login never waits more than 2 s.
-        if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString, timeout: .seconds(1)),
-            case .object(let object)? = try? JSONValue.parse(answer)
-        {
-            if object["ok"] == .bool(true), case .bool(let allowed)? = object["allowed"], case .string(let message)? = object["message"] {
+        if let reply = AgentClient.ask(request, socket: socketPath, timeout: .seconds(1)) {
+            if reply.ok, let allowed = reply.allowed, let message = reply.message {
                 return LoginVerdict(allowed: allowed, message: message)
             }
             // This caller may not ask (not root, about another managed user): refused, not let in by default.
-            if object["error"] == .string("not-permitted"), case .string(let message)? = object["message"] {
+            if reply.error == .notPermitted, let message = reply.message {
                 return LoginVerdict(allowed: false, message: "Curfew: \(message)")
             }
         }

@@ -31,21 +31,14 @@ struct Status: ParsableCommand {
             throw CLIError("you may only see your own status, not \(target)'s", .notPermitted)
         }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
-        let request = JSONValue.object(JSONObject([("command", .string("status")), ("user", .string(target))]))
         let status: JSONValue
+        let report: StatusReport
         var live = true
-        if let answer = try? PeerSocketClient.request(path: socketPath, line: request.canonicalString),
-            case .object(let object)? = try? JSONValue.parse(answer)
-        {
-            guard object["ok"] == .bool(true), let value = object["status"] else {
-                let message: String = { if case .string(let text)? = object["message"] { return text } else { return "the agent refused" } }()
-                switch object["error"] {
-                case .string("not-permitted")?: throw CLIError(message, .notPermitted)
-                case .string("unknown-user")?: throw CLIError(message, .invalidArguments)
-                default: throw CLIError(message, .failure)
-                }
-            }
+        if let (line, reply) = AgentClient.exchange(.status(user: target), socket: socketPath) {
+            guard reply.ok, let sent = reply.status, case .object(let object)? = try? JSONValue.parse(line), let value = object["status"]
+            else { throw AgentClient.error(reply) }
             status = value
+            report = sent
         } else {
             // No agent: a parent can still read the saved figures.
             live = false
@@ -56,61 +49,48 @@ struct Status: ParsableCommand {
             let (policy, _) = try workspace.currentPolicy(of: target)
             let now = Workspace.now()
             let (schedule, totals, others) = try workspace.savedDay(of: target, policy: policy, now: now)
-            status = UserStatus.make(
+            let saved = UserStatus.make(
                 user: target, policy: policy, zone: schedule.zone, now: now, totals: totals, running: [], counting: nil,
-                adjustments: schedule.adjustments, otherComputers: others
-            ).json
+                adjustments: schedule.adjustments, otherComputers: others)
+            status = saved.json
+            report = saved.report
             workspace.finish()
         }
         if json {
             Output.line(status.prettyString)
         } else {
-            Status.describe(status, live: live).forEach { Output.line($0) }
+            Status.describe(report, live: live).forEach { Output.line($0) }
         }
     }
 
-    static func describe(_ status: JSONValue, live: Bool) -> [String] {
-        guard case .object(let object) = status else { return [] }
-        func string(_ key: String) -> String? { if case .string(let value)? = object[key] { return value } else { return nil } }
-        func int(_ key: String) -> Int64? { if case .int(let value)? = object[key] { return value } else { return nil } }
-        var lines = ["\(string("user") ?? "?") on \(string("date") ?? "?") (\(string("timezone") ?? "?"))"]
+    static func describe(_ status: StatusReport, live: Bool) -> [String] {
+        var lines = ["\(status.user) on \(status.date) (\(status.timezone))"]
         var rows: [[String]] = []
-        let used = formatSeconds(int("screenSeconds") ?? 0)
-        let extra = int("extraMinutes") ?? 0
-        if let limit = int("limitMinutes") {
-            let granted = extra > 0 ? " (\(TimeAllowance.format(minutes: Int(extra))) extra granted)" : ""
-            rows.append(["screen time", "\(used) of \(TimeAllowance.format(minutes: Int(limit)))\(granted)"])
+        let used = formatSeconds(status.screenSeconds)
+        if let limit = status.limitMinutes {
+            let granted = status.extraMinutes > 0 ? " (\(TimeAllowance.format(minutes: status.extraMinutes)) extra granted)" : ""
+            rows.append(["screen time", "\(used) of \(TimeAllowance.format(minutes: limit))\(granted)"])
         } else {
             rows.append(["screen time", "\(used) (no daily limit)"])
         }
-        if let others = int("otherComputersSeconds") {
+        if let others = status.otherComputersSeconds {
             rows.append(["", "\(formatSeconds(others)) more on the family's other computers (the limit counts them)"])
         }
-        if let remaining = int("remainingSeconds") {
+        if let remaining = status.remainingSeconds {
             rows.append(["time left", formatSeconds(remaining)])
         }
-        if let delay = int("bedtimeDelayMinutes"), delay > 0 {
-            rows.append(["bedtime", "\(TimeAllowance.format(minutes: Int(delay))) later tonight (granted)"])
+        if status.bedtimeDelayMinutes > 0 {
+            rows.append(["bedtime", "\(TimeAllowance.format(minutes: status.bedtimeDelayMinutes)) later tonight (granted)"])
         }
-        var state = string("state") ?? "?"
-        if let reason = string("reason") { state += ": \(reason)" }
-        rows.append(["state", state])
-        if case .object(let change)? = object["nextChange"], case .string(let at)? = change["at"],
-            case .string(let next)? = change["state"]
-        {
-            rows.append(["next change", "\(next) at \(at)"])
+        rows.append(["state", status.state + (status.reason.map { ": \($0)" } ?? "")])
+        if let change = status.nextChange {
+            rows.append(["next change", "\(change.state) at \(change.at)"])
         }
-        if string("state") != "allowed", let again = string("allowedAgainAt") {
+        if status.state != "allowed", let again = status.allowedAgainAt {
             rows.append(["allowed again", again])
         }
-        if case .array(let apps)? = object["apps"], !apps.isEmpty {
-            for (index, app) in apps.enumerated() {
-                guard case .object(let entry) = app, case .string(let name)? = entry["app"],
-                    case .int(let seconds)? = entry["seconds"]
-                else { continue }
-                let running = entry["running"] == .bool(true) ? "  running" : ""
-                rows.append([index == 0 ? "apps" : "", "\(name) \(formatSeconds(seconds))\(running)"])
-            }
+        for (index, app) in status.apps.enumerated() {
+            rows.append([index == 0 ? "apps" : "", "\(app.app) \(formatSeconds(app.seconds))\(app.running ? "  running" : "")"])
         }
         lines += table(rows)
         if !live { lines.append("(the agent is not running: figures as last saved)") }

@@ -45,6 +45,18 @@ public struct UserStatus: Sendable, Equatable {
         lhs.json == rhs.json
     }
 
+    /// The figures as `curfew status` reads them (the same fields as `json`).
+    public var report: StatusReport {
+        StatusReport(
+            user: user, date: "\(date)", timezone: timezone, screenSeconds: UserStatus.seconds(screenMilliseconds),
+            otherComputersSeconds: otherComputersMilliseconds.map(UserStatus.seconds), limitMinutes: decision.limitMinutes,
+            extraMinutes: adjustment.extraMinutes, bedtimeDelayMinutes: adjustment.bedtimeDelayMinutes,
+            remainingSeconds: decision.remainingSeconds, state: decision.state.rawValue, reason: decision.reason,
+            nextChange: decision.nextChange.map { StatusReport.Change(at: zone.iso8601($0.at), state: $0.state.rawValue) },
+            allowedAgainAt: decision.allowedAgainAt.map { zone.iso8601($0) }, counting: counting,
+            apps: apps.map { StatusReport.App(app: $0.app, seconds: UserStatus.seconds($0.milliseconds), running: $0.running) })
+    }
+
     /// Rounded to whole seconds, as reports show them.
     public static func seconds(_ milliseconds: Int64) -> Int64 { (milliseconds + 500) / 1000 }
 

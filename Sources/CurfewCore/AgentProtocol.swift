@@ -1,0 +1,151 @@
+/// The agent's socket protocol, one JSON object per line each way, as the agent and the CLI both speak
+/// it: the request and reply types are shared, so neither builds or reads the other's JSON by hand.
+///
+/// In: `{"command": "status", "user": "kid"}`, `{"command": "check-login", "user": "kid", "service": "su"}`,
+/// `{"command": "request", "minutes": 30, "reason": "homework"}`.
+/// Out: `{"ok": true, ...}` with `status`, `allowed` and `message`, or `request`; or
+/// `{"ok": false, "error": "not-permitted", "message": "..."}`.
+public enum AgentRequest: Sendable, Equatable {
+    /// Today's figures of `user` (nil: the caller's own account).
+    case status(user: String?)
+    /// May `user` log in now, for PAM's `service`?
+    case checkLogin(user: String, service: String?)
+    /// A child asks for more time.
+    case request(minutes: Int64, reason: String?)
+
+    /// The line the CLI sends (canonical JSON).
+    public var line: String {
+        var object = JSONObject()
+        switch self {
+        case .status(let user):
+            object["command"] = .string("status")
+            if let user { object["user"] = .string(user) }
+        case .checkLogin(let user, let service):
+            object["command"] = .string("check-login")
+            object["user"] = .string(user)
+            if let service { object["service"] = .string(service) }
+        case .request(let minutes, let reason):
+            object["command"] = .string("request")
+            object["minutes"] = .int(minutes)
+            object["reason"] = reason.map { .string($0) } ?? .null
+        }
+        return JSONValue.object(object).canonicalString
+    }
+
+    /// A line as the agent reads it from any caller: every field checked, the error names the rule.
+    public static func parse(_ line: String) -> Result<AgentRequest, AgentError> {
+        guard case .object(let object)? = try? JSONValue.parse(line), case .string(let command)? = object["command"] else {
+            return .failure(AgentError(.badRequest, "the request must be a JSON object with a command"))
+        }
+        switch command {
+        case "status":
+            switch object["user"] {
+            case nil, .null?: return .success(.status(user: nil))
+            case .string(let user)?: return .success(.status(user: user))
+            default: return .failure(AgentError(.badRequest, "\"user\" must be a string"))
+            }
+        case "check-login":
+            guard case .string(let user)? = object["user"] else { return .failure(AgentError(.badRequest, "check-login needs a user")) }
+            guard case .string(let service)? = object["service"] else { return .success(.checkLogin(user: user, service: nil)) }
+            return .success(.checkLogin(user: user, service: service))
+        case "request":
+            guard case .int(let minutes)? = object["minutes"] else {
+                return .failure(AgentError(.badRequest, "\"minutes\" must be a whole number"))
+            }
+            switch object["reason"] {
+            case nil, .null?: return .success(.request(minutes: minutes, reason: nil))
+            case .string(let text)?: return .success(.request(minutes: minutes, reason: text.isEmpty ? nil : text))
+            default: return .failure(AgentError(.badRequest, "\"reason\" must be a string"))
+            }
+        default:
+            return .failure(AgentError(.badRequest, "unknown command \(quoted(command))"))
+        }
+    }
+}
+
+/// A refusal by the agent: a code for programs, words for people.
+public struct AgentError: Error, Sendable, Equatable {
+    public var code: AgentRefusal
+    public var message: String
+
+    public init(_ code: AgentRefusal, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// `{"ok": false, "error": code, "message": ...}`
+    public var reply: JSONValue {
+        .object(JSONObject([("ok", .bool(false)), ("error", .string(code.rawValue)), ("message", .string(message))]))
+    }
+}
+
+/// Why the agent said no: a code for programs (the CLI's exit status), words for people beside it.
+public enum AgentRefusal: String, Sendable, Codable {
+    case badRequest = "bad-request"
+    case notPermitted = "not-permitted"
+    case unknownUser = "unknown-user"
+    case busy
+    case failed
+}
+
+/// The agent's answer to any request. A `--json` command prints what the agent sent (the line parsed
+/// as `JSONValue`, which keeps its order); everything else reads this.
+public struct AgentReply: Sendable, Equatable, Decodable {
+    /// What `request` answers: the request as recorded.
+    public struct RecordedRequest: Sendable, Equatable, Decodable {
+        public var id: Int64
+    }
+
+    public var ok: Bool
+    public var error: AgentRefusal?
+    public var message: String?
+    /// check-login
+    public var allowed: Bool?
+    /// status
+    public var status: StatusReport?
+    /// request
+    public var request: RecordedRequest?
+
+    enum CodingKeys: String, CodingKey { case ok, error, message, allowed, status, request }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        ok = try container.decode(Bool.self, forKey: .ok)
+        // A refusal this CLI does not know yet reads as a failure, not as a broken reply.
+        error = try container.decodeIfPresent(String.self, forKey: .error).map { AgentRefusal(rawValue: $0) ?? .failed }
+        message = try container.decodeIfPresent(String.self, forKey: .message)
+        allowed = try container.decodeIfPresent(Bool.self, forKey: .allowed)
+        status = try container.decodeIfPresent(StatusReport.self, forKey: .status)
+        request = try container.decodeIfPresent(RecordedRequest.self, forKey: .request)
+    }
+}
+
+/// `curfew status` as the agent sends it (`UserStatus.json`) and the CLI reads it.
+public struct StatusReport: Sendable, Equatable, Codable {
+    public struct Change: Sendable, Equatable, Codable {
+        public var at: String
+        public var state: String
+    }
+
+    public struct App: Sendable, Equatable, Codable {
+        public var app: String
+        public var seconds: Int64
+        public var running: Bool
+    }
+
+    public var user: String
+    public var date: String
+    public var timezone: String
+    public var screenSeconds: Int64
+    public var otherComputersSeconds: Int64?
+    public var limitMinutes: Int?
+    public var extraMinutes: Int
+    public var bedtimeDelayMinutes: Int
+    public var remainingSeconds: Int64?
+    public var state: String
+    public var reason: String?
+    public var nextChange: Change?
+    public var allowedAgainAt: String?
+    public var counting: Bool?
+    public var apps: [App]
+}
