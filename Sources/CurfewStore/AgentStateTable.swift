@@ -13,8 +13,8 @@ public enum AgentStateTable {
         let rows = try Row.fetchCursor(
             db, sql: "SELECT key, value FROM agent_state WHERE substr(key, 1, ?) = ?", arguments: [prefix.utf8.count, prefix])
         while let row = try rows.next() {
-            let key: String = row[0]
-            result[String(key.dropFirst(prefix.count))] = row[1]
+            let key: String = row["key"]
+            result[String(key.dropFirst(prefix.count))] = row["value"]
         }
         return result
     }

@@ -65,12 +65,12 @@ public enum AuditChain {
         let rows = try Row.fetchAll(db, sql: "SELECT id, time_ms, user, kind, message, data, hash FROM events ORDER BY id")
         let update = try db.makeStatement(sql: "UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?")
         for row in rows {
-            if let hash: String = row[6] {
+            if let hash: String = row["hash"] {
                 previous = hash
                 continue
             }
-            let hash = eventHash(previous: previous, time: row[1], user: row[2], kind: row[3], message: row[4], data: row[5])
-            try update.execute(arguments: [previous, hash, row[0] as Int64])
+            let hash = eventHash(previous: previous, time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"], data: row["data"])
+            try update.execute(arguments: [previous, hash, row["id"] as Int64])
             previous = hash
         }
     }
@@ -110,8 +110,8 @@ public enum AuditChain {
 
     static func summaryRow(_ row: Row) -> SummaryRow {
         SummaryRow(
-            id: row[0], firstEvent: row[1], lastEvent: row[2], day: row[3], user: row[4], kind: row[5], count: row[6],
-            firstMilliseconds: row[7], lastMilliseconds: row[8], previousHash: row[9], lastHash: row[10], hash: row[11])
+            id: row["id"], firstEvent: row["first_event"], lastEvent: row["last_event"], day: row["day"], user: row["user"], kind: row["kind"], count: row["count"],
+            firstMilliseconds: row["first_ms"], lastMilliseconds: row["last_ms"], previousHash: row["prev_hash"], lastHash: row["last_hash"], hash: row["hash"])
     }
 
     /// What `verify` found.
@@ -182,9 +182,9 @@ public enum AuditChain {
         var previousID: Int64? = batch?.last
         let events = try Row.fetchCursor(db, sql: "SELECT id, time_ms, user, kind, message, data, prev_hash, hash FROM events ORDER BY id")
         while let row = try events.next() {
-            let id: Int64 = row[0]
+            let id: Int64 = row["id"]
             result.events += 1
-            guard let hash: String = row[7], let previous: String = row[6] else {
+            guard let hash: String = row["hash"], let previous: String = row["prev_hash"] else {
                 result.broken = BrokenLink(entry: "event", id: id, problem: "it has no hash: it was written into the database behind curfew's back")
                 return result
             }
@@ -196,7 +196,7 @@ public enum AuditChain {
                         + "an event before it was removed, inserted or had its hash changed\(gap)")
                 return result
             }
-            let computed = eventHash(previous: previous, time: row[1], user: row[2], kind: row[3], message: row[4], data: row[5])
+            let computed = eventHash(previous: previous, time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"], data: row["data"])
             if computed != hash {
                 result.broken = BrokenLink(
                     entry: "event", id: id,
@@ -249,25 +249,25 @@ public enum AuditChain {
         var replaced = 0
         let events = try Row.fetchCursor(db, sql: "SELECT id, time_ms, user, kind, prev_hash, hash, data FROM events ORDER BY id")
         while let row = try events.next() {
-            let time: Int64 = row[1]
+            let time: Int64 = row["time_ms"]
             guard time < before else { break }
-            let id: Int64 = row[0]
+            let id: Int64 = row["id"]
             if firstEvent == nil {
                 firstEvent = id
-                previousHash = row[4]
+                previousHash = row["prev_hash"]
             }
             lastEvent = id
-            lastHash = row[5]
+            lastHash = row["hash"]
             replaced += 1
-            let kind: String = row[3]
+            let kind: String = row["kind"]
             let day = "\(zone.localTime(at: floorDivide(time, 1000)).date)"
-            let user: String? = row[2]
+            let user: String? = row["user"]
             var group = groups[[day, user, kind], default: Group()]
             group.count += 1
             group.first = min(group.first, time)
             group.last = max(group.last, time)
             groups[[day, user, kind]] = group
-            if kind == EventLog.extraTimeGranted, let text: String = row[6], case .object(let object)? = try? JSONValue.parse(text),
+            if kind == EventLog.extraTimeGranted, let text: String = row["data"], case .object(let object)? = try? JSONValue.parse(text),
                 case .string(let record)? = object["record"]
             {
                 grantRecords.append(record)

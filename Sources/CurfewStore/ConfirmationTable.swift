@@ -12,14 +12,14 @@ public enum ConfirmationTable {
                 FROM confirmations WHERE machine = ?
                 """, arguments: [machine])
         while let row = try rows.next() {
-            guard let outcome = Confirmation.Outcome(rawValue: row[2]) else { continue }
+            guard let outcome = Confirmation.Outcome(rawValue: row["outcome"]) else { continue }
             var conflicts: [String] = []
-            if let text: String = row[4], case .array(let values)? = try? JSONValue.parse(text) {
+            if let text: String = row["conflicts"], case .array(let values)? = try? JSONValue.parse(text) {
                 conflicts = values.compactMap { if case .string(let field) = $0 { field } else { nil } }
             }
             let state = ConfirmationState(
-                record: row[0], user: row[1], outcome: outcome, reason: row[3], conflicts: conflicts,
-                enforcedVersion: row[5], written: row[6])
+                record: row["record"], user: row["user"], outcome: outcome, reason: row["reason"], conflicts: conflicts,
+                enforcedVersion: row["enforced_version"], written: row["written"])
             result[state.record] = state
         }
         return result

@@ -39,9 +39,9 @@ public enum EventLog {
         sql += " ORDER BY id LIMIT ?"
         arguments += [limit]
         return try GRDB.Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-            let dataText: String? = row[5]
+            let dataText: String? = row["data"]
             return AgentEvent(
-                id: row[0], time: row[1], user: row[2], kind: row[3], message: row[4],
+                id: row["id"], time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"],
                 data: dataText.flatMap { try? JSONValue.parse($0) })
         }
     }
@@ -59,10 +59,10 @@ extension EventLog {
             arguments: [user, from, before])
         var events: [AgentEvent] = []
         while let row = try rows.next() {
-            let dataText: String? = row[5]
+            let dataText: String? = row["data"]
             events.append(
                 AgentEvent(
-                    id: row[0], time: row[1], user: row[2], kind: row[3], message: row[4],
+                    id: row["id"], time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"],
                     data: dataText.flatMap { try? JSONValue.parse($0) }))
         }
         return events
@@ -76,7 +76,7 @@ extension EventLog {
         var ids = Set(try String.fetchAll(db, sql: "SELECT record FROM announced_grants"))
         let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT data FROM events WHERE kind = ?", arguments: [extraTimeGranted])
         while let row = try rows.next() {
-            guard let text: String = row[0], case .object(let object)? = try? JSONValue.parse(text),
+            guard let text: String = row["data"], case .object(let object)? = try? JSONValue.parse(text),
                 case .string(let id)? = object["record"]
             else { continue }
             ids.insert(id)

@@ -15,21 +15,21 @@ public enum RecordIndex {
                 FROM record_index
                 """)
         while let row = try rows.next() {
-            let name: String = row[0]
-            let identity = FileIdentity(device: row[1], inode: row[2], size: row[3], mtimeNanoseconds: row[4], ctimeNanoseconds: row[5])
+            let name: String = row["name"]
+            let identity = FileIdentity(device: row["device"], inode: row["inode"], size: row["size"], mtimeNanoseconds: row["mtime_ns"], ctimeNanoseconds: row["ctime_ns"])
             let verdict: IndexedRecord.Verdict
-            let kind: String? = row[14]
-            if (row[6] as String) == "valid", kind == RecordFormat.grantKind, let user: String = row[8],
-                let author: String = row[11], let time: Int64 = row[12], let dateText: String = row[15],
-                let date = try? LocalDate.parse(dateText), let extra: Int = row[16], let delay: Int = row[17]
+            let kind: String? = row["kind"]
+            if (row["verdict"] as String) == "valid", kind == RecordFormat.grantKind, let user: String = row["user"],
+                let author: String = row["author"], let time: Int64 = row["time"], let dateText: String = row["date"],
+                let date = try? LocalDate.parse(dateText), let extra: Int = row["extra_minutes"], let delay: Int = row["bedtime_delay_minutes"]
             {
                 verdict = .validGrant(
                     GrantSummary(
                         id: name, user: user, date: date, extraMinutes: extra, bedtimeDelayMinutes: delay, author: author,
-                        time: time, requestId: row[18]))
-            } else if (row[6] as String) == "valid", kind != RecordFormat.grantKind, let user: String = row[8], let version: Int = row[9],
-                let base: Int = row[10], let author: String = row[11], let time: Int64 = row[12],
-                let removes: Bool = row[13]
+                        time: time, requestId: row["request_id"]))
+            } else if (row["verdict"] as String) == "valid", kind != RecordFormat.grantKind, let user: String = row["user"], let version: Int = row["version"],
+                let base: Int = row["base_version"], let author: String = row["author"], let time: Int64 = row["time"],
+                let removes: Bool = row["removes_user"]
             {
                 verdict = .valid(
                     RecordSummary(
@@ -37,8 +37,8 @@ public enum RecordIndex {
                         removesUser: removes))
             } else {
                 // Refused, but perhaps still being written: a young file is looked at again.
-                let cause: RejectionCause = (row[19] as Bool) ? .mayBeIncomplete : .invalid
-                verdict = .invalid(reason: row[7] ?? "invalid record", cause: cause)
+                let cause: RejectionCause = (row["may_be_incomplete"] as Bool) ? .mayBeIncomplete : .invalid
+                verdict = .invalid(reason: row["reason"] ?? "invalid record", cause: cause)
             }
             result[name] = IndexedRecord(name: name, identity: identity, verdict: verdict)
         }

@@ -36,7 +36,7 @@ public enum RemoteUsageTable {
                 """,
             arguments: [user, "\(from)", "\(to)"])
         return rows.compactMap { row in
-            guard let day = try? LocalDate.parse(row[2] as String), case .array(let entries)? = try? JSONValue.parse(row[3] as String)
+            guard let day = try? LocalDate.parse(row["day"] as String), case .array(let entries)? = try? JSONValue.parse(row["buckets"] as String)
             else { return nil }
             let buckets: [UsageSummary.Bucket] = entries.compactMap { entry in
                 guard case .array(let parts) = entry, parts.count == 3, case .int(let hour) = parts[0],
@@ -44,7 +44,7 @@ public enum RemoteUsageTable {
                 else { return nil }
                 return UsageSummary.Bucket(hour: Int(hour), app: app, milliseconds: milliseconds)
             }
-            return UsageSummary(machine: row[0], host: row[1], key: "", user: user, day: day, buckets: buckets, time: row[4])
+            return UsageSummary(machine: row["machine"], host: row["host"], key: "", user: user, day: day, buckets: buckets, time: row["written"])
         }
     }
 }

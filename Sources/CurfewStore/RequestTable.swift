@@ -59,9 +59,9 @@ public enum RequestTable {
 
     static func request(_ row: Row) -> TimeRequest {
         TimeRequest(
-            id: row[0], user: row[1], minutes: row[2], reason: row[3], createdMilliseconds: row[4],
-            status: TimeRequest.Status(rawValue: row[5]) ?? .pending, answeredMilliseconds: row[6],
-            grantedMinutes: row[7], answeredBy: row[8], notified: row[9])
+            id: row["id"], user: row["user"], minutes: row["minutes"], reason: row["reason"], createdMilliseconds: row["created_ms"],
+            status: TimeRequest.Status(rawValue: row["status"]) ?? .pending, answeredMilliseconds: row["answered_ms"],
+            grantedMinutes: row["granted_minutes"], answeredBy: row["answered_by"], notified: row["notified"])
     }
 
     /// Records a new pending request; `now` in milliseconds.

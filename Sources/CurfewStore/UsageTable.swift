@@ -29,8 +29,8 @@ public enum UsageTable {
             arguments: [user, "\(from)", "\(to)"])
         var rows: [Row] = []
         while let row = try cursor.next() {
-            guard let day = try? LocalDate.parse(row[0] as String) else { continue }
-            rows.append(Row(day: day, hour: row[1], app: row[2], milliseconds: row[3]))
+            guard let day = try? LocalDate.parse(row["day"] as String) else { continue }
+            rows.append(Row(day: day, hour: row["hour"], app: row["app"], milliseconds: row["milliseconds"]))
         }
         return rows
     }
