@@ -14,7 +14,7 @@ public final class Tracker {
     let store: StateStore
     let catalog: AppCatalog
     let logger: Logger
-    let sampler: ProcessSampler
+    public let sampler: ProcessSampler
     let identities: FileIdentityCache
     let connector: ProcessConnector?
     let flushInterval: Int64

@@ -27,8 +27,13 @@ struct AgentProbe {
         var tasksStarted: Int?
         var exitStatus: Int32
         var logProblems: [String]
+        /// Voluntary context switches of all its threads over the window (each is the thread
+        /// blocking, so one wake-up later): per thread from /proc/PID/task/*/status, a thread started
+        /// in the window counting from 0 (one that ended in it is not seen).
+        var voluntarySwitches: Int = 0
 
         var cpuShare: Double { windowCPUMilliseconds / (windowSeconds * 1000) }
+        var wakeupsPerSecond: Double { Double(voluntarySwitches) / windowSeconds }
     }
 
     let account: BenchAccount
@@ -102,6 +107,7 @@ struct AgentProbe {
         let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
         guard let startTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
         let startPid = Self.lastPid()
+        let startSwitches = Self.voluntarySwitches(pid)
         let start = clock.now
         if churnPerSecond > 0 {
             churn(perSecond: churnPerSecond, until: start + .milliseconds(Int(seconds * 1000)))
@@ -110,6 +116,7 @@ struct AgentProbe {
         }
         guard let endTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
         let endPid = Self.lastPid()
+        let endSwitches = Self.voluntarySwitches(pid)
         let window = milliseconds(clock.now - start) / 1000
         let status = Self.status(pid)
         let mappings = Self.residentByMapping(pid)
@@ -131,7 +138,8 @@ struct AgentProbe {
             tasksStarted: startPid.flatMap { begin in
                 endPid.map { end in end >= begin ? end - begin : end + (readNumber("/proc/sys/kernel/pid_max") ?? 0) - begin }
             },
-            exitStatus: exitStatus, logProblems: problems)
+            exitStatus: exitStatus, logProblems: problems,
+            voluntarySwitches: endSwitches.reduce(0) { $0 + $1.value - (startSwitches[$1.key] ?? 0) })
     }
 
     /// Starts `/bin/true` as the account `perSecond` times a second until `deadline`, reaping each.
@@ -160,6 +168,19 @@ struct AgentProbe {
 
     private func tail(_ text: String) -> String {
         text.split(separator: "\n").suffix(5).joined(separator: " | ")
+    }
+
+    /// `voluntary_ctxt_switches` of each thread of `pid`, by thread id.
+    static func voluntarySwitches(_ pid: pid_t) -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            guard let tid = Int(task) else { continue }
+            for line in (readText("/proc/\(pid)/task/\(task)/status") ?? "").split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:") {
+                counts[tid] = Int(line.split(whereSeparator: { $0 == "\t" || $0 == " " }).last ?? "")
+            }
+        }
+        return counts
     }
 
     /// The last PID handed out (the fifth field of /proc/loadavg).

@@ -1,0 +1,40 @@
+// The idle figures (issue 13): how often the agent wakes and what CPU it uses while nothing happens
+// (a managed user with no process, no logind) and while it counts one user (one process of the bench
+// account, no logind). Targets: idle, less than one wake-up a second on average; counting, at most
+// the tick plus the flush.
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func runIdleBenchmarks(root: String, seconds: Double) throws {
+    let account = try BenchAccount.resolve()
+    let present = countProcesses(uid: account.uid)
+    print("idle: curfewd (this build's, --logind-bus none, tick 1 s) with \(account.name) managed, \(format(seconds)) s each")
+    if present > 0 { print("note: \(account.name) already has \(present) processes; the idle figure is not idle") }
+    let guardian = Guardian()
+    defer { guardian?.dismiss() }
+
+    let idle = try AgentProbe(account: account, directory: "\(root)/idle", guardian: guardian).run(seconds: seconds, warmUp: 3)
+    printIdle(idle, label: "curfewd idle (\(account.name) managed, no process of theirs)")
+
+    let sleepers = Sleepers(account: account, guardian: guardian)
+    defer { sleepers.stopAll() }
+    if let error = sleepers.grow(to: 1) { throw BenchFailure("cannot start a process of \(account.name): \(error)") }
+    let counting = try AgentProbe(account: account, directory: "\(root)/counting", guardian: guardian).run(seconds: seconds, warmUp: 3)
+    printIdle(counting, label: "curfewd counting one user (one process of \(account.name))")
+    sleepers.stopAll()
+
+    print(
+        "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met"); "
+            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, plus the flush, every 2 s, and the loops they wake)")
+}
+
+func printIdle(_ figures: AgentProbe.Figures, label: String) {
+    print(
+        "\(label): \(format(figures.wakeupsPerSecond)) wakeups/s (\(figures.voluntarySwitches) voluntary context switches of "
+            + "\(figures.threads) threads in \(format(figures.windowSeconds)) s), CPU \(format3(figures.cpuShare * 100))% of one core "
+            + "(\(format(figures.windowCPUMilliseconds)) ms, 10 ms resolution); exit status \(figures.exitStatus) after SIGTERM")
+    for line in figures.logProblems.prefix(5) { print("  curfewd log: \(line)") }
+}
