@@ -129,7 +129,11 @@ public final class Tracker {
                 if stopper.pending > 0 { wait = min(wait, 100) }
                 if connector == nil && mayStopSomething { wait = min(wait, enforcementPollMilliseconds) }
                 wait = max(1, wait)
-                if let connector {
+                // Counting only looks at processes at the tick: unless an app may have to be stopped
+                // at its exec, or nobody is active (then only uid changes come), the connector's
+                // events (anyone's forks on the machine) wait in its socket for the next tick.
+                let listening = uidFilterOn || mayStopSomething
+                if let connector, listening {
                     do {
                         let events = try connector.next(
                             timeoutMilliseconds: Int32(clamping: wait), orUntilReadable: [stop.descriptor, wake.descriptor])
@@ -144,7 +148,7 @@ public final class Tracker {
                     _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: wait)
                     // Polling: new processes show up in the cheap /proc check, execs in the readlink
                     // of each managed user's processes; only while something may have to be stopped.
-                    if mayStopSomething {
+                    if connector == nil && mayStopSomething {
                         _ = sampler.sample()
                         enforceApps()
                     }
@@ -153,6 +157,7 @@ public final class Tracker {
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
             }
+            applyPendingEvents()
             tick()
             followActivity()
         }
@@ -225,8 +230,12 @@ public final class Tracker {
     /// Reads what the process connector queued, without waiting (what `run` does between ticks; the
     /// benchmark calls it to tick as the agent does).
     public func applyPendingEvents() {
-        guard let connector, let events = try? connector.next(timeoutMilliseconds: 0) else { return }
-        apply(events)
+        guard let connector else { return }
+        // Each call reads at most 256 datagrams; a burst can leave more.
+        for _ in 0..<64 {
+            guard let events = try? connector.next(timeoutMilliseconds: 0), !events.isEmpty else { return }
+            apply(events)
+        }
     }
 
     /// With the process connector, only managed users' processes are read fully (the sampler's
@@ -321,7 +330,7 @@ public final class Tracker {
     /// Without the process connector, how many managed processes have their executable checked each
     /// tick (one readlink each): all of them up to this many, else in turn, so a launcher's exec among
     /// thousands of processes is seen within a few ticks and a tick stays well under a millisecond.
-    public var execChecksPerTick = 256
+    public var execChecksPerTick = 128
     var execCheckCursor = 0
 
     /// Polling: re-reads the processes of `uids` whose executable changed, `execChecksPerTick` of

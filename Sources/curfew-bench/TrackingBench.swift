@@ -137,7 +137,7 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
                 let mode =
                     tracker.usesProcessConnector
                     ? "process connector, as curfewd runs: events applied between ticks"
-                    : "polling: the listing is skipped unless something started, \(min(tracker.ofAccount, 256)) execs checked a tick"
+                    : "polling: the listing is skipped unless something started, \(min(tracker.ofAccount, 128)) execs checked a tick"
                 print(
                     "tracker tick at \(size) processes (Tracker.tick in this process, \(mode); \(account.name) managed, "
                         + "\(tracker.ofAccount) of its processes tracked): \(tracker.ticks.text); first after start \(format(tracker.first.wall)) ms wall")

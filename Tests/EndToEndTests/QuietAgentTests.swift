@@ -29,6 +29,27 @@ struct QuietAgentTests {
         return counts
     }
 
+    /// The thread of `pid` blocked in epoll_wait: libdispatch's manager thread (the agent's own loops
+    /// wait in poll(2) or on futexes). On Linux libdispatch arms a 1 s timer there (its workqueue
+    /// monitor, `_dispatch_workq_monitor_pools`) as soon as a Swift concurrency worker starts, in
+    /// every program that uses Swift concurrency: a floor of one wake-up a second that is not ours.
+    static func dispatchManagerThread(of pid: Int32) -> Int32? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        // x86_64: 232 epoll_wait, 281 epoll_pwait; aarch64 has only epoll_pwait, 22.
+        #if arch(x86_64)
+            let epollCalls: Set<Substring> = ["232", "281"]
+        #else
+            let epollCalls: Set<Substring> = ["22"]
+        #endif
+        for task in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/syscall", encoding: .utf8),
+                let number = text.split(separator: " ").first, epollCalls.contains(number)
+            else { continue }
+            return Int32(task)
+        }
+        return nil
+    }
+
     /// Processes of `uid` in /proc.
     static func processCount(uid: UInt32) -> Int {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
@@ -77,11 +98,19 @@ struct QuietAgentTests {
         // A thread started in the window counts from 0; one that ended in it is not seen.
         let perThread = after.map { tid, count in (tid, count - (before[tid] ?? 0)) }.sorted { $0.0 < $1.0 }
         let total = perThread.reduce(0) { $0 + $1.1 }
-        let rate = Double(max(0, total - uidChanges)) / seconds
-        // main measured 116 a second (60 in a release build) before the loops waited on descriptors.
-        #expect(
-            rate < 1.0,
-            "\(total) voluntary context switches in \(seconds) s, \(uidChanges) uid changes on the machine meanwhile; per thread: \(perThread)\n\(agent.log)")
+        let manager = Self.dispatchManagerThread(of: agent.pid)
+        let managerWakeups = perThread.first { $0.0 == manager }?.1 ?? 0
+        let own = Double(max(0, total - managerWakeups - uidChanges)) / seconds
+        let explained = "\(total) voluntary context switches in \(seconds) s, \(managerWakeups) of them libdispatch's manager "
+            + "thread \(manager.map(String.init) ?? "(not found)"), \(uidChanges) uid changes on the machine meanwhile; "
+            + "per thread: \(perThread)\n\(agent.log)"
+        // The agent's own loops: main's woke 116 times a second (60 in a release build), a 50 ms spin
+        // in every thread and 200-250 ms polls.
+        #expect(own < 1.0, "\(explained)")
+        // libdispatch's monitor, once a second, and nothing else of ours on that thread.
+        #expect(Double(managerWakeups) / seconds < 1.3, "\(explained)")
+        // Everything, as the issue counts it, with one a second of libdispatch's that no loop of ours can avoid.
+        #expect(Double(max(0, total - uidChanges)) / seconds < 2.0, "\(explained)")
 
         // Asleep is not deaf: a process of the account is counted from its start.
         let processStarted = Date()

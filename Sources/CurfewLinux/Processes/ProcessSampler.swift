@@ -238,11 +238,14 @@ public final class ProcessSampler {
     /// now known (nil if gone).
     public func refreshIfExecutableChanged(pid: Int32) -> TrackedProcess? {
         guard let known = cached[pid] else { return refresh(pid: pid) }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("\(procRoot)/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return known }
-        let current = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return current == known.facts.executablePath ? known : refresh(pid: pid)
+        // Into the sampler's buffer, compared byte by byte: no allocation for the usual "unchanged".
+        let capacity = min(reader.buffer.count, Int(PATH_MAX) * 4)
+        let base = reader.buffer.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let count = readlink("\(procRoot)/\(pid)/exe", base, capacity)
+        guard count > 0, count < capacity else { return known }
+        let current = UnsafeRawBufferPointer(rebasing: reader.buffer[0..<count])
+        let unchanged = known.facts.executablePath.map { $0.utf8.elementsEqual(current) } ?? false
+        return unchanged ? known : refresh(pid: pid)
     }
 
     /// Makes the next `sample()` list `procRoot` whatever `/proc/loadavg` says (events were dropped).
