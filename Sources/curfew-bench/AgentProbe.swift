@@ -31,6 +31,9 @@ struct AgentProbe {
         /// blocking, so one wake-up later): per thread from /proc/PID/task/*/status, a thread started
         /// in the window counting from 0 (one that ended in it is not seen).
         var voluntarySwitches: Int = 0
+        /// Those of libdispatch's manager thread (the one in epoll_wait), whose workqueue monitor
+        /// wakes once a second in every Swift program that uses concurrency on Linux.
+        var dispatchManagerSwitches: Int = 0
 
         var cpuShare: Double { windowCPUMilliseconds / (windowSeconds * 1000) }
         var wakeupsPerSecond: Double { Double(voluntarySwitches) / windowSeconds }
@@ -117,6 +120,7 @@ struct AgentProbe {
         guard let endTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
         let endPid = Self.lastPid()
         let endSwitches = Self.voluntarySwitches(pid)
+        let manager = Self.dispatchManagerThread(pid)
         let window = milliseconds(clock.now - start) / 1000
         let status = Self.status(pid)
         let mappings = Self.residentByMapping(pid)
@@ -139,7 +143,8 @@ struct AgentProbe {
                 endPid.map { end in end >= begin ? end - begin : end + (readNumber("/proc/sys/kernel/pid_max") ?? 0) - begin }
             },
             exitStatus: exitStatus, logProblems: problems,
-            voluntarySwitches: endSwitches.reduce(0) { $0 + $1.value - (startSwitches[$1.key] ?? 0) })
+            voluntarySwitches: endSwitches.reduce(0) { $0 + $1.value - (startSwitches[$1.key] ?? 0) },
+            dispatchManagerSwitches: manager.map { (endSwitches[$0] ?? 0) - (startSwitches[$0] ?? 0) } ?? 0)
     }
 
     /// Starts `/bin/true` as the account `perSecond` times a second until `deadline`, reaping each.
@@ -181,6 +186,22 @@ struct AgentProbe {
             }
         }
         return counts
+    }
+
+    /// The thread of `pid` blocked in epoll_wait (x86_64 232 or epoll_pwait 281, aarch64 22):
+    /// libdispatch's manager thread; the agent's loops wait in poll(2) or on futexes.
+    static func dispatchManagerThread(_ pid: pid_t) -> Int? {
+        #if arch(x86_64)
+            let epollCalls: Set<Substring> = ["232", "281"]
+        #else
+            let epollCalls: Set<Substring> = ["22"]
+        #endif
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            if let number = readText("/proc/\(pid)/task/\(task)/syscall")?.split(separator: " ").first, epollCalls.contains(number) {
+                return Int(task)
+            }
+        }
+        return nil
     }
 
     /// The last PID handed out (the fifth field of /proc/loadavg).
