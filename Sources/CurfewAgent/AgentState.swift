@@ -178,10 +178,18 @@ public final class AgentState: Sendable {
     }
     public var sleeping: Bool { contents.withLock { $0.sleeping } }
 
-    /// The tracker's figures; the enforcer is woken when they changed (each tick while someone counts).
+    /// The tracker's figures. The enforcer is woken when they changed in more than the time used:
+    /// used time grows at most as fast as the clock, so the enforcer's own timers, which assume it
+    /// does, already wake it for the next warning or the limit (then the tick's figures tell).
     public func setLive(_ live: [String: LiveUser]) {
         let same = contents.withLock { contents in
-            let same = contents.live == live
+            let same =
+                contents.live.count == live.count
+                && live.allSatisfy { user, figures in
+                    guard var old = contents.live[user] else { return false }
+                    old.totals = figures.totals
+                    return old == figures
+                }
             contents.live = live
             return same
         }

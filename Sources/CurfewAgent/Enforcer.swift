@@ -8,8 +8,8 @@ import Logging
 /// the sessions, or lock them and lock again after an unlock). Delivers the messages other parts of
 /// the agent queue for children.
 ///
-/// It sleeps until something it acts on changes (`AgentState.enforcerWake`: the tracker's figures,
-/// which change each tick while someone counts, policies, grants, sessions, a message) or the next
+/// It sleeps until something it acts on changes (`AgentState.enforcerWake`: who counts or runs what,
+/// other computers' usage, policies, grants, sessions, a message) or the next
 /// moment its plans name: a warning threshold, the end of a countdown, the time use is allowed
 /// again, the next minute (schedules change on minutes), a repeat of a lockout action, and while a
 /// time request is outstanding, the next look for the parent's answer. Apps are stopped by the tracker, which owns
@@ -90,8 +90,8 @@ final class Enforcer {
             let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []
             let present = sessions == nil ? !(live?.running.isEmpty ?? true) || live?.counting == true : !userSessions.isEmpty
             // The next warning threshold of each countdown, and its end. A countdown of used time
-            // only moves while the tracker counts, and its ticks wake this loop anyway; waking for
-            // it here too is at worst early.
+            // moves at most as fast as the clock (only while the tracker counts): waking as if it
+            // always did is at worst early, and the tick's figures are at most a tick behind.
             let thresholds = WarningTracker.thresholds(warnMinutes: schedule.policy.warnMinutes)
             for left in plan.countdowns.values where left > 0 {
                 let next = thresholds.filter { $0 < left }.max() ?? 0

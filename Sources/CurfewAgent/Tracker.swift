@@ -97,8 +97,8 @@ public final class Tracker {
 
     public var usesProcessConnector: Bool { connector != nil }
 
-    /// Runs until the agent stops: applies process events as they come, ticks every `tick`.
-    /// Lists /proc and makes the first observation.
+    /// Lists /proc (with the connector, reading fully only managed users' processes) and makes the
+    /// first observation; `run` follows.
     public func start() {
         followManagedUIDs()
         _ = sampler.sample()
