@@ -47,7 +47,11 @@ struct AgentProbe {
     /// (plus `extraArguments`); waits until it is ready, lets it settle for `warmUp` seconds, measures
     /// for `seconds`, then stops it with SIGTERM. With `churnPerSecond`, that many short processes of
     /// the account (`/bin/true`) start and end each second of the window, as on a busy desktop.
-    func run(seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0) throws -> Figures {
+    /// `churnOfOthers`: the short processes are the benchmark's own (root's, not managed), as on a
+    /// machine where something else builds or runs scripts.
+    func run(
+        seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0, churnOfOthers: Bool = false
+    ) throws -> Figures {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
         guard access(curfewd, X_OK) == 0 else {
@@ -113,7 +117,7 @@ struct AgentProbe {
         let startSwitches = Self.voluntarySwitches(pid)
         let start = clock.now
         if churnPerSecond > 0 {
-            churn(perSecond: churnPerSecond, until: start + .milliseconds(Int(seconds * 1000)))
+            churn(perSecond: churnPerSecond, ofAccount: !churnOfOthers, until: start + .milliseconds(Int(seconds * 1000)))
         } else {
             usleep(UInt32(seconds * 1_000_000))
         }
@@ -148,14 +152,14 @@ struct AgentProbe {
     }
 
     /// Starts `/bin/true` as the account `perSecond` times a second until `deadline`, reaping each.
-    private func churn(perSecond: Int, until deadline: ContinuousClock.Instant) {
+    private func churn(perSecond: Int, ofAccount: Bool = true, until deadline: ContinuousClock.Instant) {
         let interval = Duration.nanoseconds(1_000_000_000 / perSecond)
         var next = clock.now
         let environment = ["PATH": "/usr/bin:/bin"]
         let setpriv = "/usr/bin/setpriv"
         while next < deadline {
             let started =
-                account.switchesUser
+                account.switchesUser && ofAccount
                 ? spawnChild(
                     setpriv, ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", "/bin/true"],
                     environment: environment)

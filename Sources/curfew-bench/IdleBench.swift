@@ -24,13 +24,19 @@ func runIdleBenchmarks(root: String, seconds: Double) throws {
     if let error = sleepers.grow(to: 1) { throw BenchFailure("cannot start a process of \(account.name): \(error)") }
     let counting = try AgentProbe(account: account, directory: "\(root)/counting", guardian: guardian).run(seconds: seconds, warmUp: 3)
     printIdle(counting, label: "curfewd counting one user (one process of \(account.name))")
+    // Something else on the machine starting processes (a build, scripts): the connector reports
+    // every one of them.
+    let busy = try AgentProbe(account: account, directory: "\(root)/busy", guardian: guardian).run(
+        seconds: seconds, warmUp: 3, churnPerSecond: 200, churnOfOthers: true)
+    printIdle(busy, label: "curfewd counting one user while root starts 200 short processes a second")
+    if let started = busy.tasksStarted { print("  (\(started) PIDs handed out machine-wide in the window)") }
     sleepers.stopAll()
 
     let own = Double(idle.voluntarySwitches - idle.dispatchManagerSwitches) / idle.windowSeconds
     print(
         "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met") "
             + "(the agent's own loops \(format(own))/s, libdispatch's monitor the rest); "
-            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, the enforcer after it, the flush every 2 s)")
+            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, the flush's write every 2 s, libdispatch's monitor)")
 }
 
 func printIdle(_ figures: AgentProbe.Figures, label: String) {
