@@ -56,6 +56,8 @@ public final class AgentState: Sendable {
         /// Other computers' screen time per user, for one local day each.
         var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
         var stopping = false
+        /// A child asked for more time since the enforcer last looked (it then watches for the answer).
+        var requestFiled = false
         /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
         var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
     }
@@ -210,6 +212,20 @@ public final class AgentState: Sendable {
     public func otherComputers(of user: String, on day: LocalDate) -> Int64 {
         contents.withLock { contents in
             contents.otherComputers[user].flatMap { $0.day == day ? $0.milliseconds : nil } ?? 0
+        }
+    }
+
+    /// A child's time request was stored: the enforcer looks for the parent's answer from now on.
+    public func noteRequestFiled() {
+        contents.withLock { $0.requestFiled = true }
+        enforcerWake.signal()
+    }
+
+    /// Whether a request was filed since the last call.
+    public func takeRequestFiled() -> Bool {
+        contents.withLock { contents in
+            defer { contents.requestFiled = false }
+            return contents.requestFiled
         }
     }
 

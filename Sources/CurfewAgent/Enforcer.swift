@@ -133,7 +133,8 @@ final class Enforcer {
                 if !userSessions.isEmpty { wake(within: 250) }
             }
         }
-        if monotonic - lastAnswerCheck >= 1_000 {
+        if state.takeRequestFiled() { requestsOutstanding = true }
+        if requestsOutstanding && monotonic - lastAnswerCheck >= 1_000 {
             lastAnswerCheck = monotonic
             announceAnswers()
         }
