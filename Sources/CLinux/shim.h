@@ -21,4 +21,11 @@ extern int ptsname_r(int __fd, char *__buf, size_t __buflen);
 struct sockaddr;
 extern int accept4(int __fd, struct sockaddr *__addr, unsigned int *__addr_len, int __flags);
 
+// eventfd(2): <sys/eventfd.h> is not part of Swift's Glibc module. The flags are those of
+// <bits/eventfd.h> (O_CLOEXEC and O_NONBLOCK on every architecture Debian builds for but alpha,
+// sparc, parisc and mips).
+extern int eventfd(unsigned int __count, int __flags);
+#define CURFEW_EFD_CLOEXEC 02000000
+#define CURFEW_EFD_NONBLOCK 00004000
+
 #endif

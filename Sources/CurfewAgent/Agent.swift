@@ -352,12 +352,15 @@ public final class Agent: Sendable {
                 lastSummary = ClockReading.now().monotonic
                 summariseOldEvents(now: Int64(Date().timeIntervalSince1970 * 1000))
             }
+            // Asleep until records/ changes, the next rescan or summary is due, or the agent stops.
+            let wait = max(0, min(lastScan + configuration.rescanMilliseconds, lastSummary + 3_600_000) - ClockReading.now().monotonic)
             var changed = false
             if let watch {
-                changed = watch.waitForChange(timeoutMilliseconds: 250)
+                changed = watch.waitForChange(timeoutMilliseconds: Int32(clamping: wait), orUntilReadable: [stop.descriptor])
             } else {
-                usleep(250_000)
+                stop.wait(milliseconds: wait)
             }
+            if stop.isSet { break }
             let now = ClockReading.now().monotonic
             if changed || now - lastScan >= configuration.rescanMilliseconds {
                 lastScan = now
@@ -381,7 +384,9 @@ public final class Agent: Sendable {
                     state.setSessions(try current.sessions())
                     lastRefresh = ClockReading.now().monotonic
                 }
-                let events = try current.nextEvents(timeoutMilliseconds: 250)
+                // Asleep until logind says something, the next refresh is due, or the agent stops.
+                let wait = max(0, lastRefresh + 30_000 - ClockReading.now().monotonic + 1)
+                let events = try current.nextEvents(timeoutMilliseconds: Int32(clamping: wait), orUntilReadable: [stop.descriptor])
                 var refresh = false
                 for event in events {
                     switch event {
@@ -400,7 +405,7 @@ public final class Agent: Sendable {
             } catch {
                 logger.error("cannot talk to systemd-logind; retrying", metadata: ["error": "\(error)"])
                 client = nil
-                for _ in 0..<10 where !stop.isSet { usleep(100_000) }
+                stop.wait(milliseconds: 1_000)
             }
         }
     }
@@ -428,7 +433,7 @@ public final class Agent: Sendable {
                         "evicted": "\(tally.evicted)", "expired": "\(tally.expired)", "oversized": "\(tally.oversized)",
                         "uid": "\(worst?.key ?? 0)", "uid.count": "\(worst?.value ?? 0)",
                     ])
-            }, until: { stop.isSet }
+            }, until: { stop.isSet }, stopDescriptor: stop.descriptor
         ) { line, caller in
             SocketProtocol.answer(request: line, callerUID: caller.uid, agent: self).canonicalString
         }
@@ -479,7 +484,7 @@ struct ThreadService: Service {
                 let thread = Thread {
                     body(agent, stop)
                     // A loop with nothing to do (no logind, say) must not end the group early.
-                    while !stop.isSet { usleep(50_000) }
+                    stop.wait(milliseconds: -1)
                     continuation.resume()
                 }
                 thread.name = "curfewd-\(name)"
@@ -492,10 +497,32 @@ struct ThreadService: Service {
     }
 }
 
-/// Tells one loop to finish.
+/// Tells one loop to finish. Its descriptor becomes readable when it is set and stays so: every
+/// loop includes it in the poll(2) it sleeps in, so a stop wakes it at once and nothing polls a flag.
 public final class StopFlag: Sendable {
     let flag = Mutex(false)
+    let signal = EventSignal()
     public init() {}
-    public func set() { flag.withLock { $0 = true } }
+    public func set() {
+        flag.withLock { $0 = true }
+        signal.signal()
+    }
     public var isSet: Bool { flag.withLock { $0 } }
+    /// Readable once set (never drained).
+    public var descriptor: Int32 { signal.descriptor }
+
+    /// Sleeps until set or `milliseconds` pass (negative: until set); true when set.
+    @discardableResult
+    public func wait(milliseconds: Int64) -> Bool {
+        var remaining = milliseconds
+        let start = ClockReading.now().monotonic
+        while !isSet {
+            _ = Readiness.wait([descriptor], timeoutMilliseconds: remaining)
+            if milliseconds >= 0 {
+                remaining = milliseconds - (ClockReading.now().monotonic - start)
+                if remaining <= 0 { break }
+            }
+        }
+        return isSet
+    }
 }

@@ -56,6 +56,8 @@ public final class AgentState: Sendable {
         /// Other computers' screen time per user, for one local day each.
         var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
         var stopping = false
+        /// A child asked for more time since the enforcer last looked (it then watches for the answer).
+        var requestFiled = false
         /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
         var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
     }
@@ -85,22 +87,44 @@ public final class AgentState: Sendable {
 
     let contents = Mutex(Contents())
 
+    /// Readable when something the tracker acts on changed: policies, grants, sessions, sleep, other
+    /// computers' usage. The tracker sleeps on it (with the process connector) while nobody it
+    /// manages is active, instead of ticking.
+    public let trackerWake = EventSignal()
+    /// Readable when something the enforcer acts on changed: the above, the live figures, a message
+    /// to deliver. The enforcer sleeps on it between the moments its schedules name.
+    public let enforcerWake = EventSignal()
+
+    /// Wakes both loops.
+    func changed() {
+        trackerWake.signal()
+        enforcerWake.signal()
+    }
+
     public init() {}
 
     public var policies: [String: Policy] { contents.withLock { $0.policies } }
 
     public func setPolicies(_ policies: [String: Policy], versions: [String: Int]) {
-        contents.withLock {
-            $0.policies = policies
-            $0.versions = versions
+        let same = contents.withLock { contents in
+            let same = contents.policies == policies && contents.versions == versions
+            contents.policies = policies
+            contents.versions = versions
+            return same
         }
+        if !same { changed() }
     }
 
     /// Extra time granted, per user and local day.
     public var adjustments: [String: [LocalDate: DayAdjustment]] { contents.withLock { $0.adjustments } }
 
     public func setAdjustments(_ adjustments: [String: [LocalDate: DayAdjustment]]) {
-        contents.withLock { $0.adjustments = adjustments }
+        let same = contents.withLock { contents in
+            let same = contents.adjustments == adjustments
+            contents.adjustments = adjustments
+            return same
+        }
+        if !same { changed() }
     }
 
     /// The schedule a user is enforced by: policy, zone and grants.
@@ -121,6 +145,7 @@ public final class AgentState: Sendable {
             if $0.outbox.count >= Self.maxOutbox { $0.outbox.removeFirst() }
             $0.outbox.append(message)
         }
+        enforcerWake.signal()
     }
 
     public func takeMessages() -> [ChildMessage] {
@@ -134,23 +159,54 @@ public final class AgentState: Sendable {
     public func version(of user: String) -> Int? { contents.withLock { $0.versions[user] } }
 
     public func setSessions(_ sessions: [LoginSession]?) {
-        contents.withLock {
-            $0.sessions = sessions
-            $0.sessionsChanged = true
+        let same = contents.withLock { contents in
+            let same = contents.sessions == sessions
+            contents.sessions = sessions
+            contents.sessionsChanged = true
+            return same
         }
+        if !same { changed() }
     }
 
     public var sessions: [LoginSession]? { contents.withLock { $0.sessions } }
 
-    public func setSleeping(_ sleeping: Bool) { contents.withLock { $0.sleeping = sleeping } }
+    public func setSleeping(_ sleeping: Bool) {
+        let same = contents.withLock { contents in
+            let same = contents.sleeping == sleeping
+            contents.sleeping = sleeping
+            return same
+        }
+        if !same { changed() }
+    }
     public var sleeping: Bool { contents.withLock { $0.sleeping } }
 
-    public func setLive(_ live: [String: LiveUser]) { contents.withLock { $0.live = live } }
+    /// The tracker's figures. The enforcer is woken when they changed in more than the time used:
+    /// used time grows at most as fast as the clock, so the enforcer's own timers, which assume it
+    /// does, already wake it for the next warning or the limit (then the tick's figures tell).
+    public func setLive(_ live: [String: LiveUser]) {
+        let same = contents.withLock { contents in
+            let same =
+                contents.live.count == live.count
+                && live.allSatisfy { user, figures in
+                    guard var old = contents.live[user] else { return false }
+                    old.totals = figures.totals
+                    return old == figures
+                }
+            contents.live = live
+            return same
+        }
+        if !same { enforcerWake.signal() }
+    }
     public func live(of user: String) -> LiveUser? { contents.withLock { $0.live[user] } }
 
     /// Other computers' screen time of `user` on `day` (their latest usage summaries).
     public func setOtherComputers(_ user: String, day: LocalDate, milliseconds: Int64) {
-        contents.withLock { $0.otherComputers[user] = (day, milliseconds) }
+        let same = contents.withLock { contents in
+            let same = contents.otherComputers[user].map { $0.day == day && $0.milliseconds == milliseconds } ?? false
+            contents.otherComputers[user] = (day, milliseconds)
+            return same
+        }
+        if !same { changed() }
     }
 
     public func otherComputers(of user: String, on day: LocalDate) -> Int64 {
@@ -159,7 +215,24 @@ public final class AgentState: Sendable {
         }
     }
 
+    /// A child's time request was stored: the enforcer looks for the parent's answer from now on.
+    public func noteRequestFiled() {
+        contents.withLock { $0.requestFiled = true }
+        enforcerWake.signal()
+    }
+
+    /// Whether a request was filed since the last call.
+    public func takeRequestFiled() -> Bool {
+        contents.withLock { contents in
+            defer { contents.requestFiled = false }
+            return contents.requestFiled
+        }
+    }
+
     /// Set once on shutdown; every thread loop checks it.
-    public func stop() { contents.withLock { $0.stopping = true } }
+    public func stop() {
+        contents.withLock { $0.stopping = true }
+        changed()
+    }
     public var isStopping: Bool { contents.withLock { $0.stopping } }
 }

@@ -4,9 +4,15 @@ import CurfewStore
 import Foundation
 import Logging
 
-/// Acts on each managed user's sessions, several times a second: warnings before a limit or bedtime,
-/// then the lockout (end the sessions, or lock them and lock again after an unlock). Delivers the
-/// messages other parts of the agent queue for children. Apps are stopped by the tracker, which owns
+/// Acts on each managed user's sessions: warnings before a limit or bedtime, then the lockout (end
+/// the sessions, or lock them and lock again after an unlock). Delivers the messages other parts of
+/// the agent queue for children.
+///
+/// It sleeps until something it acts on changes (`AgentState.enforcerWake`: who counts or runs what,
+/// other computers' usage, policies, grants, sessions, a message) or the next
+/// moment its plans name: a warning threshold, the end of a countdown, the time use is allowed
+/// again, the next minute (schedules change on minutes), a repeat of a lockout action, and while a
+/// time request is outstanding, the next look for the parent's answer. Apps are stopped by the tracker, which owns
 /// the process table; without logind, `logout` is carried out there too, by stopping the user's
 /// processes.
 ///
@@ -28,6 +34,10 @@ final class Enforcer {
     var terminateSince: [UInt32: Int64] = [:]
     var lastKillUser: [UInt32: Int64] = [:]
     var lastAnswerCheck: Int64 = 0
+    /// Whether a time request had no answer at the last look (then answers are looked for every second).
+    var requestsOutstanding = true
+    /// Milliseconds from the last `step` to the next moment it must run again, changes aside.
+    var nextStepIn: Int64 = 0
 
     /// How long a session may survive TerminateSession before every process of the user is killed.
     static let terminateGraceMilliseconds: Int64 = 5_000
@@ -45,18 +55,31 @@ final class Enforcer {
 
     func run(until stop: StopFlag) {
         defer { notifications.stop() }
+        let wake = agent.state.enforcerWake
         while !stop.isSet {
+            wake.drain()
             step(now: Int64(Date().timeIntervalSince1970 * 1000), monotonic: ClockReading.now().monotonic)
-            usleep(200_000)
+            _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: nextStepIn)
         }
         deliver(agent.state.takeMessages())
     }
+
+    /// Milliseconds from `now` (wall, ms) until `seconds` whole seconds after the second `now` is in,
+    /// plus a little so the plan computed then has crossed the moment.
+    static func untilSecond(_ seconds: Int64, after now: Int64) -> Int64 {
+        (now / 1000 + seconds) * 1000 - now + 20
+    }
+
+    /// Makes the next step come no later than `milliseconds` from now.
+    func wake(within milliseconds: Int64) { nextStepIn = max(10, min(nextStepIn, milliseconds)) }
 
     /// One pass over every managed user.
     func step(now: Int64, monotonic: Int64) {
         let state = agent.state
         let sessions = state.sessions
         let users = state.policies.keys.sorted()
+        // Schedules (bedtime, downtime, exceptions) change on whole minutes: the next one at the latest.
+        nextStepIn = 60_000 - now % 60_000 + 20
         accounts.refresh(for: users, monotonic: monotonic)
         for user in users {
             guard let schedule = state.schedule(of: user, systemZone: systemZone), let account = accounts[user] else {
@@ -66,6 +89,17 @@ final class Enforcer {
             let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
             let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []
             let present = sessions == nil ? !(live?.running.isEmpty ?? true) || live?.counting == true : !userSessions.isEmpty
+            // The next warning threshold of each countdown, and its end. A countdown of used time
+            // moves at most as fast as the clock (only while the tracker counts): waking as if it
+            // always did is at worst early, and the tick's figures are at most a tick behind.
+            let thresholds = WarningTracker.thresholds(warnMinutes: schedule.policy.warnMinutes)
+            for left in plan.countdowns.values where left > 0 {
+                let next = thresholds.filter { $0 < left }.max() ?? 0
+                wake(within: Self.untilSecond(left - next, after: now))
+            }
+            if let allowed = plan.decision.allowedAgainAt, allowed * 1000 > now {
+                wake(within: allowed * 1000 - now + 20)
+            }
 
             // Warnings, while the child is there to see them.
             if present {
@@ -92,21 +126,29 @@ final class Enforcer {
                 terminateSince[account.uid] = nil
             case .logout:
                 endSessions(userSessions, uid: account.uid, user: user, monotonic: monotonic, now: now)
+                // Asked again every 2 s while sessions live, KillUser after 5 s.
+                if !userSessions.isEmpty { wake(within: 250) }
             case .lock:
                 lockSessions(userSessions, user: user, monotonic: monotonic, now: now)
+                if !userSessions.isEmpty { wake(within: 250) }
             }
         }
-        if monotonic - lastAnswerCheck >= 1_000 {
+        if state.takeRequestFiled() { requestsOutstanding = true }
+        if requestsOutstanding && monotonic - lastAnswerCheck >= 1_000 {
             lastAnswerCheck = monotonic
             announceAnswers()
         }
+        if requestsOutstanding { wake(within: max(10, lastAnswerCheck + 1_000 - monotonic)) }
         deliver(state.takeMessages())
     }
 
     /// Tells each child the answer a parent gave to their request for more time (once).
     func announceAnswers() {
         do {
-            let answers = try agent.store.read { try RequestTable.unnotifiedAnswers($0) }
+            let (answers, pending) = try agent.store.read { db in
+                (try RequestTable.unnotifiedAnswers(db), try RequestTable.pending(db))
+            }
+            requestsOutstanding = !pending.isEmpty || !answers.isEmpty
             guard !answers.isEmpty else { return }
             for request in answers {
                 let asked = TimeAllowance.format(minutes: request.minutes)

@@ -29,7 +29,9 @@ extension Agent {
     /// transaction, unless `RequestRules.checkRoom` refuses it (a `PolicyError`; nothing is written,
     /// so a child's flood of requests adds at most `RequestRules.maxPerHour` rows and events an hour).
     func fileRequest(user: String, minutes: Int, reason: String?, now: Int64) throws -> TimeRequest {
-        try store.write { db in
+        // The enforcer looks for the parent's answer while a request is outstanding.
+        defer { state.noteRequestFiled() }
+        return try store.write { db in
             let (pending, recent) = try RequestTable.counts(user: user, since: now - RequestRules.windowMilliseconds + 1, db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, db)

@@ -14,7 +14,7 @@ public final class Tracker {
     let store: StateStore
     let catalog: AppCatalog
     let logger: Logger
-    let sampler: ProcessSampler
+    public let sampler: ProcessSampler
     let identities: FileIdentityCache
     let connector: ProcessConnector?
     let flushInterval: Int64
@@ -44,7 +44,9 @@ public final class Tracker {
     /// processes checked between ticks.
     var mayStopSomething = false
     var enforcedUIDs = Set<UInt32>()
-    let watchdog = SystemdNotify.watchdogInterval() != nil
+    /// Milliseconds within which systemd wants to hear from the agent (WatchdogSec), if it does.
+    let watchdogInterval: Int64? = SystemdNotify.watchdogInterval().map { Int64($0.components.seconds) * 1000 + $0.components.attoseconds / 1_000_000_000_000_000 }
+    var watchdog: Bool { watchdogInterval != nil }
     /// Per user: the budget of `app-stopped` events (and log lines) their relaunches may cause, and
     /// the processes stopped past it, per app, not yet recorded.
     var stopRecords: [String: (budget: EventBudget, unrecorded: [String: Int])] = [:]
@@ -95,9 +97,10 @@ public final class Tracker {
 
     public var usesProcessConnector: Bool { connector != nil }
 
-    /// Runs until the agent stops: applies process events as they come, ticks every `tick`.
-    /// Lists /proc and makes the first observation.
+    /// Lists /proc (with the connector, reading fully only managed users' processes) and makes the
+    /// first observation; `run` follows.
     public func start() {
+        followManagedUIDs()
         _ = sampler.sample()
         lastFullScan = clock().monotonic
         observe()
@@ -107,37 +110,145 @@ public final class Tracker {
     }
 
     /// Call `start()` first.
+    ///
+    /// Ticks every `tickMilliseconds` while some managed user is active (counted, or with processes)
+    /// or without the process connector. Otherwise nothing can be credited, and it sleeps until
+    /// something could change that: a uid change reported by the connector (the only way a process of
+    /// a user with none appears; the kernel drops every other event meanwhile, see
+    /// `ProcessConnector.passOnlyUIDChanges`), a change of sessions, policies or grants
+    /// (`AgentState.trackerWake`), pending usage to flush, a stop to finish, the watchdog, or a
+    /// minute at most (the day's figures of a status roll over).
     public func run(tickMilliseconds: Int64, until stop: StopFlag) {
+        let wake = state.trackerWake
         while !stop.isSet {
-            let due = last.monotonic + tickMilliseconds
+            let due = nextTick(tickMilliseconds: tickMilliseconds)
             var now = clock().monotonic
-            while now < due && !stop.isSet {
-                let wait = Int32(max(1, min(due - now, connector == nil ? enforcementPollMilliseconds : 250)))
-                if let connector {
+            var tickNow = false
+            while now < due && !stop.isSet && !tickNow {
+                var wait = due - now
+                if stopper.pending > 0 { wait = min(wait, 100) }
+                if connector == nil && mayStopSomething { wait = min(wait, enforcementPollMilliseconds) }
+                wait = max(1, wait)
+                // Counting only looks at processes at the tick: unless an app may have to be stopped
+                // at its exec, or nobody is active (then only uid changes come), the connector's
+                // events (anyone's forks on the machine) wait in its socket for the next tick.
+                let listening = uidFilterOn || mayStopSomething
+                if let connector, listening {
                     do {
-                        let events = try connector.next(timeoutMilliseconds: wait)
+                        let events = try connector.next(
+                            timeoutMilliseconds: Int32(clamping: wait), orUntilReadable: [stop.descriptor, wake.descriptor])
                         apply(events)
                         if concernsEnforcedUser(events) { enforceApps() }
+                        if uidFilterOn && concernsManagedUser(events) { tickNow = true }
                     } catch {
                         logger.warning("process connector failed; polling", metadata: ["error": "\(error)"])
-                        usleep(UInt32(wait) * 1000)
+                        stop.wait(milliseconds: wait)
                     }
                 } else {
-                    usleep(UInt32(wait) * 1000)
+                    _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: wait)
                     // Polling: new processes show up in the cheap /proc check, execs in the readlink
                     // of each managed user's processes; only while something may have to be stopped.
-                    if mayStopSomething {
+                    if connector == nil && mayStopSomething {
                         _ = sampler.sample()
                         enforceApps()
                     }
                 }
+                if wake.drain() { tickNow = true }
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
             }
+            applyPendingEvents()
             tick()
+            followActivity()
         }
         tick()
         flush(force: true)
+    }
+
+    /// Whether, at the last observation, a managed user counted or had a process: only then is
+    /// there anything to credit, and ticks are needed.
+    var anyoneActive: Bool {
+        observations.values.contains { $0.sessionCounts || !$0.runningApps.isEmpty }
+    }
+
+    /// Whether the connector passes only uid changes (nobody managed is active).
+    var uidFilterOn = false
+
+    /// When the next tick is due (monotonic ms).
+    func nextTick(tickMilliseconds: Int64) -> Int64 {
+        let regular = last.monotonic + tickMilliseconds
+        guard connector != nil, !anyoneActive, stopper.pending == 0 else { return regular }
+        // Idle: at the latest in a minute, sooner for the flush and the watchdog.
+        var due = last.monotonic + 60_000
+        if !pending.isEmpty || !pendingEvents.isEmpty { due = min(due, lastFlush + flushInterval) }
+        if stopRecords.values.contains(where: { !$0.unrecorded.isEmpty }) { due = min(due, last.monotonic + Self.stopEventRefillMilliseconds) }
+        if let watchdogInterval { due = min(due, last.monotonic + watchdogInterval / 2) }
+        return max(regular, due)
+    }
+
+    /// Turns the connector's uid-change filter on when nobody managed is active, off (listing /proc
+    /// for what it dropped) when someone is.
+    func followActivity() {
+        guard let connector else { return }
+        let idle = !anyoneActive && stopper.pending == 0
+        guard idle != uidFilterOn else { return }
+        do {
+            try connector.passOnlyUIDChanges(idle)
+            uidFilterOn = idle
+        } catch {
+            logger.warning("cannot filter the process connector's events", metadata: ["error": "\(error)"])
+            return
+        }
+        if !idle {
+            // Forks, execs and exits were dropped while the filter was on.
+            sampler.requireListing()
+            _ = sampler.sample()
+            lastFullScan = clock().monotonic
+            observe()
+            enforceApps()
+        }
+    }
+
+    /// Whether a batch of connector events names a process of a managed user (by its uid now).
+    func concernsManagedUser(_ events: [ProcessEvent]) -> Bool {
+        let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        guard !uids.isEmpty else { return false }
+        let cached = sampler.cached
+        for event in events {
+            switch event {
+            case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
+                if let uid = cached[pid]?.uid, uids.contains(uid) { return true }
+            case .overrun:
+                return true
+            case .exit:
+                continue
+            }
+        }
+        return false
+    }
+
+    /// Reads what the process connector queued, without waiting (what `run` does between ticks; the
+    /// benchmark calls it to tick as the agent does).
+    public func applyPendingEvents() {
+        guard let connector else { return }
+        // Each call reads at most 256 datagrams; a burst can leave more.
+        for _ in 0..<64 {
+            guard let events = try? connector.next(timeoutMilliseconds: 0), !events.isEmpty else { return }
+            apply(events)
+        }
+    }
+
+    /// With the process connector, only managed users' processes are read fully (the sampler's
+    /// `interestingUIDs`): the forks and execs of everyone else cost no reading at all.
+    func followManagedUIDs() {
+        guard connector != nil else { return }
+        accounts.refresh(for: state.policies.keys, monotonic: clock().monotonic)
+        let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        if sampler.interestingUIDs != uids {
+            sampler.interestingUIDs = uids
+            _ = sampler.sample()
+            lastFullScan = clock().monotonic
+        }
     }
 
     /// Whether a batch of connector events started or changed a process of a user whose apps may
@@ -198,7 +309,7 @@ public final class Tracker {
             }
         }
         last = now
-        if connector == nil || now.monotonic - lastFullScan > 30_000 {
+        if connector == nil || uidFilterOn || now.monotonic - lastFullScan > 30_000 {
             _ = sampler.sample()
             lastFullScan = now.monotonic
         }
@@ -214,6 +325,26 @@ public final class Tracker {
 
     func zone(for policy: Policy) -> ZoneRules { Schedule.zone(for: policy, system: systemZone) }
 
+    /// The apps managed users run, by uid, as of the sampler's `changes` and the managed uids.
+    var appsByUID: (changes: UInt64, uids: Set<UInt32>, apps: [UInt32: Set<String>])? = nil
+    /// Without the process connector, how many managed processes have their executable checked each
+    /// tick (one readlink each): all of them up to this many, else in turn, so a launcher's exec among
+    /// thousands of processes is seen within a few ticks and a tick stays well under a millisecond.
+    public var execChecksPerTick = 128
+    var execCheckCursor = 0
+
+    /// Polling: re-reads the processes of `uids` whose executable changed, `execChecksPerTick` of
+    /// them, continuing where the last call stopped.
+    func checkForExecs(uids: Set<UInt32>) {
+        guard !uids.isEmpty else { return }
+        let mine = sampler.cached.values.lazy.filter { uids.contains($0.uid) }.map(\.pid).sorted()
+        guard !mine.isEmpty else { return }
+        let count = min(mine.count, execChecksPerTick)
+        if execCheckCursor >= mine.count { execCheckCursor = 0 }
+        for step in 0..<count { _ = sampler.refreshIfExecutableChanged(pid: mine[(execCheckCursor + step) % mine.count]) }
+        execCheckCursor = (execCheckCursor + count) % mine.count
+    }
+
     /// Looks at sessions and processes and decides, per managed user, what the next interval counts.
     func observe() {
         let policies = state.policies
@@ -227,29 +358,38 @@ public final class Tracker {
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
-        let processes = sampler.cached
-        var byUID: [UInt32: [TrackedProcess]] = [:]
-        for process in processes.values { byUID[process.uid, default: []].append(process) }
-        // Forget the apps of processes that are gone (without connector events nothing else does).
-        if appOfProcess.count > processes.count * 2 + 64 {
-            appOfProcess = appOfProcess.filter { processes[$0.key]?.startTime == $0.value.startTime }
+        followManagedUIDs()
+        let managedUIDs = Set(policies.keys.compactMap { accounts[$0]?.uid })
+        if connector == nil {
+            // Polling: catch a launcher that exec'd the game since the last tick (a readlink each, at
+            // most `execChecksPerTick` a tick, in turn).
+            checkForExecs(uids: managedUIDs)
         }
+        // The same processes with the same facts as at the last tick: the same apps, and no pass
+        // over the processes at all.
+        if appsByUID == nil || appsByUID?.changes != sampler.changes || appsByUID?.uids != managedUIDs {
+            let processes = sampler.cached
+            // Forget the apps of processes that are gone (without connector events nothing else does).
+            if appOfProcess.count > processes.count * 2 + 64 {
+                appOfProcess = appOfProcess.filter { processes[$0.key]?.startTime == $0.value.startTime }
+            }
+            var apps: [UInt32: Set<String>] = [:]
+            for process in processes.values where managedUIDs.contains(process.uid) {
+                apps[process.uid, default: []].insert(app(of: process))
+            }
+            appsByUID = (sampler.changes, managedUIDs, apps)
+        }
+        let appsOf = appsByUID?.apps ?? [:]
         var newObservations: [String: UserObservation] = [:]
         var newLive: [String: AgentState.LiveUser] = [:]
         for (user, policy) in policies {
             guard let account = accounts[user] else { continue }
-            var processes = byUID[account.uid] ?? []
-            if connector == nil {
-                // Polling: catch a launcher that exec'd the game since the last tick.
-                processes = processes.compactMap { sampler.refreshIfExecutableChanged(pid: $0.pid) }
-            }
-            var apps = Set<String>()
-            for process in processes { apps.insert(app(of: process)) }
+            let apps = appsOf[account.uid] ?? []
             let counts: Bool
             if let sessions {
                 counts = sessions.contains { $0.uid == account.uid && $0.counts }
             } else {
-                counts = !processes.isEmpty
+                counts = !apps.isEmpty
             }
             newObservations[user] = UserObservation(sessionCounts: counts, runningApps: apps)
             let day = zone(for: policy).localTime(at: last.wall / 1000).date

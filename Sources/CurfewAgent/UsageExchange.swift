@@ -39,11 +39,18 @@ final class UsageExchange {
                 lastPublish = monotonic
                 publish(now: now)
             }
-            if monotonic - lastRead >= min(interval, 5_000) {
+            // Other computers' summaries matter only to a limit that counts every computer.
+            let readsOthers = agent.state.policies.values.contains { $0.limitScope == .allComputers }
+            let readInterval = min(interval, 5_000)
+            if readsOthers && monotonic - lastRead >= readInterval {
                 lastRead = monotonic
                 readOthers(now: now)
             }
-            usleep(200_000)
+            // Asleep until the next summary is due (and the next read, if any), or the agent stops; a
+            // policy that starts counting every computer is read at the latest with the next summary.
+            var due = lastPublish + interval
+            if readsOthers { due = min(due, lastRead + readInterval) }
+            stop.wait(milliseconds: max(1, due - ClockReading.now().monotonic))
         }
         publish(now: Int64(Date().timeIntervalSince1970))
     }

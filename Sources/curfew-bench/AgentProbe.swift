@@ -27,8 +27,16 @@ struct AgentProbe {
         var tasksStarted: Int?
         var exitStatus: Int32
         var logProblems: [String]
+        /// Voluntary context switches of all its threads over the window (each is the thread
+        /// blocking, so one wake-up later): per thread from /proc/PID/task/*/status, a thread started
+        /// in the window counting from 0 (one that ended in it is not seen).
+        var voluntarySwitches: Int = 0
+        /// Those of libdispatch's manager thread (the one in epoll_wait), whose workqueue monitor
+        /// wakes once a second in every Swift program that uses concurrency on Linux.
+        var dispatchManagerSwitches: Int = 0
 
         var cpuShare: Double { windowCPUMilliseconds / (windowSeconds * 1000) }
+        var wakeupsPerSecond: Double { Double(voluntarySwitches) / windowSeconds }
     }
 
     let account: BenchAccount
@@ -39,7 +47,11 @@ struct AgentProbe {
     /// (plus `extraArguments`); waits until it is ready, lets it settle for `warmUp` seconds, measures
     /// for `seconds`, then stops it with SIGTERM. With `churnPerSecond`, that many short processes of
     /// the account (`/bin/true`) start and end each second of the window, as on a busy desktop.
-    func run(seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0) throws -> Figures {
+    /// `churnOfOthers`: the short processes are the benchmark's own (root's, not managed), as on a
+    /// machine where something else builds or runs scripts.
+    func run(
+        seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0, churnOfOthers: Bool = false
+    ) throws -> Figures {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
         guard access(curfewd, X_OK) == 0 else {
@@ -102,14 +114,17 @@ struct AgentProbe {
         let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
         guard let startTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
         let startPid = Self.lastPid()
+        let startSwitches = Self.voluntarySwitches(pid)
         let start = clock.now
         if churnPerSecond > 0 {
-            churn(perSecond: churnPerSecond, until: start + .milliseconds(Int(seconds * 1000)))
+            churn(perSecond: churnPerSecond, ofAccount: !churnOfOthers, until: start + .milliseconds(Int(seconds * 1000)))
         } else {
             usleep(UInt32(seconds * 1_000_000))
         }
         guard let endTicks = Self.cpuTicks(pid) else { throw BenchFailure("curfewd exited: \(tail(readText(log) ?? ""))") }
         let endPid = Self.lastPid()
+        let endSwitches = Self.voluntarySwitches(pid)
+        let manager = Self.dispatchManagerThread(pid)
         let window = milliseconds(clock.now - start) / 1000
         let status = Self.status(pid)
         let mappings = Self.residentByMapping(pid)
@@ -131,18 +146,20 @@ struct AgentProbe {
             tasksStarted: startPid.flatMap { begin in
                 endPid.map { end in end >= begin ? end - begin : end + (readNumber("/proc/sys/kernel/pid_max") ?? 0) - begin }
             },
-            exitStatus: exitStatus, logProblems: problems)
+            exitStatus: exitStatus, logProblems: problems,
+            voluntarySwitches: endSwitches.reduce(0) { $0 + $1.value - (startSwitches[$1.key] ?? 0) },
+            dispatchManagerSwitches: manager.map { (endSwitches[$0] ?? 0) - (startSwitches[$0] ?? 0) } ?? 0)
     }
 
     /// Starts `/bin/true` as the account `perSecond` times a second until `deadline`, reaping each.
-    private func churn(perSecond: Int, until deadline: ContinuousClock.Instant) {
+    private func churn(perSecond: Int, ofAccount: Bool = true, until deadline: ContinuousClock.Instant) {
         let interval = Duration.nanoseconds(1_000_000_000 / perSecond)
         var next = clock.now
         let environment = ["PATH": "/usr/bin:/bin"]
         let setpriv = "/usr/bin/setpriv"
         while next < deadline {
             let started =
-                account.switchesUser
+                account.switchesUser && ofAccount
                 ? spawnChild(
                     setpriv, ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", "/bin/true"],
                     environment: environment)
@@ -160,6 +177,35 @@ struct AgentProbe {
 
     private func tail(_ text: String) -> String {
         text.split(separator: "\n").suffix(5).joined(separator: " | ")
+    }
+
+    /// `voluntary_ctxt_switches` of each thread of `pid`, by thread id.
+    static func voluntarySwitches(_ pid: pid_t) -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            guard let tid = Int(task) else { continue }
+            for line in (readText("/proc/\(pid)/task/\(task)/status") ?? "").split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:") {
+                counts[tid] = Int(line.split(whereSeparator: { $0 == "\t" || $0 == " " }).last ?? "")
+            }
+        }
+        return counts
+    }
+
+    /// The thread of `pid` blocked in epoll_wait (x86_64 232 or epoll_pwait 281, aarch64 22):
+    /// libdispatch's manager thread; the agent's loops wait in poll(2) or on futexes.
+    static func dispatchManagerThread(_ pid: pid_t) -> Int? {
+        #if arch(x86_64)
+            let epollCalls: Set<Substring> = ["232", "281"]
+        #else
+            let epollCalls: Set<Substring> = ["22"]
+        #endif
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            if let number = readText("/proc/\(pid)/task/\(task)/syscall")?.split(separator: " ").first, epollCalls.contains(number) {
+                return Int(task)
+            }
+        }
+        return nil
     }
 
     /// The last PID handed out (the fifth field of /proc/loadavg).

@@ -9,16 +9,21 @@ import Logging
     import Glibc
 #endif
 
-/// The agent's `Tracker` in this process, polling (no process connector), with the bench account
-/// managed: what one tick costs on top of the sampler (grouping processes by user, matching apps,
-/// crediting time, flushing to SQLite every 2 s).
+/// The agent's `Tracker` in this process, with the bench account managed: what one tick costs on
+/// top of the sampler (grouping processes by user, matching apps, crediting time, flushing to SQLite
+/// every 2 s). With the process connector (as curfewd runs by default) the events queued between
+/// ticks are applied between them, untimed, as the agent's loop does; polling, each tick lists /proc
+/// when something started and checks managed processes for an exec.
 enum TrackerProbe {
     struct Figures {
         var first: Timing
         var ticks: Summary
+        /// Processes of the account the tracker's sampler holds after the ticks.
+        var ofAccount: Int
+        var usesProcessConnector: Bool
     }
 
-    static func measure(account: BenchAccount, directory: String, ticks: Int) throws -> Figures {
+    static func measure(account: BenchAccount, directory: String, ticks: Int, processConnector: Bool = false) throws -> Figures {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let state = AgentState()
         state.setPolicies([account.name: Policy.defaults(for: account.name)], versions: [account.name: 1])
@@ -31,14 +36,18 @@ enum TrackerProbe {
         let tracker = Tracker(
             state: state, store: store, catalog: catalog,
             logger: Logger(label: "curfew-bench", factory: { _ in SwiftLogNoOpLogHandler() }),
-            useProcessConnector: false)
+            useProcessConnector: processConnector)
+        tracker.start()
         let first = timed { tracker.tick() }.1
         var timings: [Timing] = []
         for _ in 0..<ticks {
             usleep(2_000)
+            tracker.applyPendingEvents()
             timings.append(timed { tracker.tick() }.1)
         }
         tracker.flush(force: true)
-        return Figures(first: first, ticks: Summary(timings))
+        let ofAccount = tracker.sampler.cached.values.count { $0.uid == account.uid }
+        return Figures(
+            first: first, ticks: Summary(timings), ofAccount: ofAccount, usesProcessConnector: tracker.usesProcessConnector)
     }
 }

@@ -106,6 +106,7 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
     let sleepers = Sleepers(account: account, guardian: guardian)
     defer { sleepers.stopAll() }
     var results: [Int: SamplerFigures] = [:]
+    var trackerTicks: [Int: TrackerProbe.Figures] = [:]
     var agent: AgentProbe.Figures? = nil
     var pollingAgent: AgentProbe.Figures? = nil
     var churnAgent: AgentProbe.Figures? = nil
@@ -117,19 +118,33 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
             break
         }
         print("")
-        print("-- \(size) processes spawned (\(format(milliseconds(clock.now - start) / 1000)) s to start them)")
+        // What the step says it measures: that many processes of the account, counted in /proc.
+        let counted = countProcesses(uid: account.uid)
+        print("-- \(size) processes spawned (\(format(milliseconds(clock.now - start) / 1000)) s to start them; \(counted) processes of \(account.name) counted in /proc)")
+        if counted < size {
+            print("cannot reach \(size) processes of \(account.name): \(counted) in /proc; skipping \(size) and above")
+            break
+        }
         let figures = measureSampler(size: size, uid: account.uid, sleepers: sleepers, options: options)
         results[size] = figures
         printSampler(figures, size: size)
 
-        do {
-            let tracker = try TrackerProbe.measure(account: account, directory: "\(root)/tracker-\(size)", ticks: options.ticks)
-            print(
-                "tracker tick at \(size) processes (Tracker.tick in this process, polling: the listing is skipped unless "
-                    + "something started; \(account.name) managed): "
-                    + "\(tracker.ticks.text); first \(format(tracker.first.wall)) ms wall")
-        } catch {
-            print("tracker at \(size) processes failed: \(error)")
+        for connector in [true, false] {
+            do {
+                let tracker = try TrackerProbe.measure(
+                    account: account, directory: "\(root)/tracker-\(size)-\(connector)", ticks: options.ticks,
+                    processConnector: connector)
+                let mode =
+                    tracker.usesProcessConnector
+                    ? "process connector, as curfewd runs: events applied between ticks"
+                    : "polling: the listing is skipped unless something started, \(min(tracker.ofAccount, 128)) execs checked a tick"
+                print(
+                    "tracker tick at \(size) processes (Tracker.tick in this process, \(mode); \(account.name) managed, "
+                        + "\(tracker.ofAccount) of its processes tracked): \(tracker.ticks.text); first after start \(format(tracker.first.wall)) ms wall")
+                if connector { trackerTicks[size] = tracker }
+            } catch {
+                print("tracker at \(size) processes (\(connector ? "process connector" : "polling")) failed: \(error)")
+            }
         }
 
         if let timekpr {
@@ -191,8 +206,17 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
     } else {
         print("target: sampler tick at \(options.agentSize) processes: not measured")
     }
+    if let tracker = trackerTicks[options.agentSize] {
+        let tick = tracker.ticks.wallMedian
+        print(
+            "target: tracker tick at \(options.agentSize) processes (process connector) median \(format3(tick)) ms wall, "
+                + "\(format3(tracker.ticks.cpuMedian)) ms CPU < 1 ms: \(tick < 1 ? "met" : "NOT met")")
+    }
     if let agent {
         let share = agent.cpuShare * 100
+        print(
+            "target: curfewd CPU at \(options.agentSize) processes \(format3(share))% of one core < 0.2% (issue 13): "
+                + "\(share < 0.2 ? "met" : "NOT met")")
         let megabytes = Double(agent.rssKiB) / 1024
         let outside = agent.tasksStarted.map { " (\($0) PIDs handed out machine-wide meanwhile)" } ?? ""
         print(
@@ -272,6 +296,22 @@ func measureSampler(size: Int, uid: UInt32, sleepers: Sleepers, options: Trackin
         bareListing: Summary(bare))
 }
 
+/// Processes of `uid` in /proc (the owner of /proc/PID is the process's effective uid; the bench
+/// account's sleepers have real and effective uid the same).
+func countProcesses(uid: UInt32) -> Int {
+    guard let directory = opendir("/proc") else { return 0 }
+    defer { closedir(directory) }
+    let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+    var count = 0
+    while let item = readdir(directory) {
+        let name = String(cString: UnsafeRawPointer(item).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
+        guard Int32(name) != nil else { continue }
+        var status = stat()
+        if stat("/proc/\(name)", &status) == 0 && status.st_uid == uid { count += 1 }
+    }
+    return count
+}
+
 /// Lists /proc and counts the PID directories, nothing else.
 func countProcDirectories() -> Int {
     guard let directory = opendir("/proc") else { return 0 }
@@ -324,7 +364,7 @@ func printTimekpr(_ scan: TimekprProbe.Figures, curfew: SamplerFigures, size: In
 
 func printAgent(_ figures: AgentProbe.Figures, label: String, mode: String) {
     var cpu = "\(format3(figures.cpuShare * 100))% of one core (utime+stime \(format(figures.windowCPUMilliseconds)) ms in \(format(figures.windowSeconds)) s, 10 ms resolution"
-    cpu += ")"
+    cpu += "); \(format(figures.wakeupsPerSecond)) wakeups/s (voluntary context switches of all threads)"
     if let started = figures.tasksStarted { cpu += "; \(started) PIDs handed out machine-wide meanwhile" }
     print("\(label) [\(mode)]: CPU \(cpu)")
     print(

@@ -372,6 +372,66 @@ import Testing
         #expect(try other.next(timeoutMilliseconds: 100).isEmpty == false)
     }
 
+    /// While the filter is on, a child's fork, exec and exit never reach the socket; a uid change
+    /// does; off again, everything does.
+    @Test(.enabled(if: geteuid() == 0, "the process connector needs CAP_NET_ADMIN; setpriv changes uid"))
+    func theUIDFilterPassesOnlyUIDChanges() throws {
+        let connector = try ProcessConnector.open()
+        defer { connector.close() }
+        try connector.passOnlyUIDChanges(true)
+        // Whatever was queued before the filter.
+        while try !connector.next(timeoutMilliseconds: 0).isEmpty {}
+
+        let quiet = try spawnProcess("/bin/true", [])
+        reap(quiet)
+        var events: [ProcessEvent] = []
+        let until = Date().addingTimeInterval(0.3)
+        while Date() < until { events += try connector.next(timeoutMilliseconds: 50) }
+        #expect(!events.contains(.fork(parent: getpid(), child: quiet)), "\(events)")
+        #expect(!events.contains(.exec(pid: quiet)), "\(events)")
+        #expect(!events.contains(.exit(pid: quiet)), "\(events)")
+        #expect(!events.contains { if case .fork = $0 { true } else if case .exec = $0 { true } else { false } }, "\(events)")
+
+        // nobody's uid (65534): setpriv changes it before it execs true.
+        let changing = try spawnProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"])
+        reap(changing)
+        events = []
+        let deadline = Date().addingTimeInterval(1)
+        while Date() < deadline && !events.contains(.uidChange(pid: changing)) {
+            events += try connector.next(timeoutMilliseconds: 100)
+        }
+        #expect(events.contains(.uidChange(pid: changing)), "\(events)")
+        #expect(!events.contains(.exec(pid: changing)), "\(events)")
+
+        try connector.passOnlyUIDChanges(false)
+        try connector.passOnlyUIDChanges(false)  // no filter to remove: nothing to do
+        let loud = try spawnProcess("/bin/true", [])
+        reap(loud)
+        events = []
+        let loudDeadline = Date().addingTimeInterval(1)
+        while Date() < loudDeadline && !events.contains(.exit(pid: loud)) {
+            events += try connector.next(timeoutMilliseconds: 100)
+        }
+        #expect(events.contains(.fork(parent: getpid(), child: loud)) && events.contains(.exit(pid: loud)), "\(events)")
+    }
+
+    /// A signal makes its descriptor readable until drained; a wait on it ends at once.
+    @Test func anEventSignalWakesAWait() {
+        let signal = EventSignal()
+        #expect(signal.descriptor >= 0)
+        #expect(!signal.isSignalled)
+        #expect(Readiness.wait([signal.descriptor], timeoutMilliseconds: 20) == [false])
+        signal.signal()
+        signal.signal()
+        #expect(signal.isSignalled)
+        let started = Date()
+        #expect(Readiness.wait([signal.descriptor], timeoutMilliseconds: 5_000) == [true])
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(signal.drain())
+        #expect(!signal.isSignalled)
+        #expect(!signal.drain())
+    }
+
     @Test(.enabled(if: geteuid() == 0, "the process connector needs CAP_NET_ADMIN"))
     func closingWakesABlockedNextAndLaterCallsThrow() throws {
         let connector = try ProcessConnector.open()

@@ -23,12 +23,14 @@ public final class DirectoryWatch: Sendable {
         self.path = path
     }
 
-    /// Waits up to `timeoutMilliseconds` for changes; true if there were any (all pending events are
+    /// Waits up to `timeoutMilliseconds` (negative: no limit) for changes, or until one of
+    /// `descriptors` is readable (a stop); true if there were changes (all pending events are
     /// consumed).
-    public func waitForChange(timeoutMilliseconds: Int32) -> Bool {
-        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, timeoutMilliseconds)
-        guard ready > 0 else { return false }
+    public func waitForChange(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) -> Bool {
+        var pollers = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
+        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let ready = poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds)
+        guard ready > 0, pollers[0].revents != 0 else { return false }
         var buffer = [UInt8](repeating: 0, count: 16_384)
         var changed = false
         while true {

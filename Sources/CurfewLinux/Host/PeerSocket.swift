@@ -100,21 +100,30 @@ public final class PeerSocketServer: Sendable {
         self.path = path
     }
 
-    /// Serves callers on this thread until `shouldStop` returns true (asked at least every 250 ms).
+    /// Serves callers on this thread until `shouldStop` returns true: asked whenever `stopDescriptor`
+    /// becomes readable (an eventfd the stopper signals) and after each turn; without one (-1), at
+    /// least every 250 ms. With one, an idle server sleeps until a caller or the stop comes.
     /// `answer` turns a request line and its caller into the answer line (without the newline); it
     /// runs on this thread, so it must not block. `busyAnswer` is sent (best effort, never waited
     /// for) to a caller refused for lack of a slot. `report` gets the tally at most once every
     /// `reportInterval`, and only when a caller was turned away or cut off.
     public func serve(
         limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
-        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool,
+        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: Int32 = -1,
         answer: (_ line: String, _ caller: PeerCredentials) -> String
     ) {
         var loop = PeerSocketLoop(listener: fd, limits: limits, busyAnswer: busyAnswer.map { Array(($0 + "\n").utf8) })
+        loop.stopDescriptor = stopDescriptor
         let interval = milliseconds(reportInterval)
         var lastReport = monotonicMilliseconds()
         while !shouldStop() {
-            loop.turn(maxWaitMilliseconds: 250, answer: answer)
+            // With a stop descriptor the wait has no bound of its own, except the next report of
+            // callers turned away (so it is not held back until the next caller).
+            var wait: Int64 = 250
+            if stopDescriptor >= 0 {
+                wait = loop.tally.hasTrouble ? max(0, lastReport + interval - monotonicMilliseconds()) : -1
+            }
+            loop.turn(maxWaitMilliseconds: wait, answer: answer)
             let now = monotonicMilliseconds()
             if now - lastReport >= interval {
                 lastReport = now
@@ -175,6 +184,8 @@ struct PeerSocketLoop {
     var tally = PeerSocketServer.Tally()
     /// After EMFILE and the like: when accept is tried again (monotonic ms).
     var acceptPausedUntil: Int64 = 0
+    /// Polled too, so a stop ends a wait at once; -1: none.
+    var stopDescriptor: Int32 = -1
     var scratch = [UInt8](repeating: 0, count: 65_536)
 
     init(listener: Int32, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
@@ -184,21 +195,22 @@ struct PeerSocketLoop {
         deadlineMilliseconds = max(1, milliseconds(limits.requestDeadline))
     }
 
-    /// One poll over the listener and every connection (at most `maxWaitMilliseconds`, less when a
-    /// deadline comes first), then whatever is ready: bytes read, lines answered, answers sent,
-    /// callers accepted, latecomers closed.
+    /// One poll over the listener, every connection and the stop descriptor (at most
+    /// `maxWaitMilliseconds`, negative: no limit; less when a deadline comes first), then whatever is
+    /// ready: bytes read, lines answered, answers sent, callers accepted, latecomers closed.
     mutating func turn(maxWaitMilliseconds: Int64, answer: (String, PeerCredentials) -> String) {
         let now = monotonicMilliseconds()
         expire(now: now)
         let listening = now >= acceptPausedUntil
-        var wait = maxWaitMilliseconds
+        var wait = maxWaitMilliseconds < 0 ? Int64.max : maxWaitMilliseconds
         if !listening { wait = min(wait, acceptPausedUntil - now) }
         for connection in connections { wait = min(wait, connection.deadline - now) }
         var pollers = [pollfd(fd: listening ? listener : -1, events: Int16(POLLIN), revents: 0)]
         pollers += connections.map {
             pollfd(fd: $0.fd, events: Int16($0.output == nil ? POLLIN : POLLOUT), revents: 0)
         }
-        let ready = poll(&pollers, nfds_t(pollers.count), Int32(clamping: max(0, wait)))
+        pollers.append(pollfd(fd: stopDescriptor, events: Int16(POLLIN), revents: 0))
+        let ready = poll(&pollers, nfds_t(pollers.count), wait == Int64.max ? -1 : Int32(clamping: max(0, wait)))
         guard ready > 0 else { return }
         var closing: [Int] = []
         for index in connections.indices where pollers[index + 1].revents != 0 {

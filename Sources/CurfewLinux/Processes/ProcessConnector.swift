@@ -107,6 +107,26 @@ enum ConnectorLayout {
         return bytes
     }
 
+    // asm-generic/socket.h
+    static let attachFilter: Int32 = 26
+    static let detachFilter: Int32 = 27
+
+    /// A classic BPF program (linux/filter.h `struct sock_filter`) run on each datagram before it is
+    /// queued: keeps control messages (any netlink type but NLMSG_DONE) and `PROC_EVENT_UID`, drops
+    /// every other event. Loads read network byte order, so the constants are compared big-endian.
+    static let uidChangesOnly: [(code: UInt16, jumpIfTrue: UInt8, jumpIfFalse: UInt8, k: UInt32)] = [
+        // A = nlmsg_type (BPF_LD | BPF_H | BPF_ABS)
+        (0x28, 0, 0, UInt32(headerTypeOffset)),
+        // not NLMSG_DONE: keep (BPF_JMP | BPF_JEQ | BPF_K)
+        (0x15, 0, 3, UInt32(typeDone.bigEndian)),
+        // A = proc_event.what (BPF_LD | BPF_W | BPF_ABS)
+        (0x20, 0, 0, UInt32(headerSize + messageSize + eventWhatOffset)),
+        (0x15, 1, 0, eventUID.bigEndian),
+        // drop, keep (BPF_RET | BPF_K)
+        (0x06, 0, 0, 0),
+        (0x06, 0, 0, 0xFFFF_FFFF),
+    ]
+
     /// A reply to a listen/ignore request found in a datagram.
     struct Acknowledgement: Equatable {
         var sequence: UInt32
@@ -341,10 +361,11 @@ public final class ProcessConnector: Sendable {
         }
     }
 
-    /// Waits until events arrive, `close` is called, or `timeoutMilliseconds` pass (poll(2); -1 waits
-    /// for ever), then returns what is queued, maybe nothing. Lost events (ENOBUFS) come back as
-    /// `.overrun`. Throws `closedError` when called after `close`.
-    public func next(timeoutMilliseconds: Int32) throws(LinuxError) -> [ProcessEvent] {
+    /// Waits until events arrive, `close` is called, one of `descriptors` is readable (a stop or a
+    /// change the caller must look at), or `timeoutMilliseconds` pass (poll(2); -1 waits for ever),
+    /// then returns what is queued, maybe nothing. Lost events (ENOBUFS) come back as `.overrun`.
+    /// Throws `closedError` when called after `close`.
+    public func next(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) throws(LinuxError) -> [ProcessEvent] {
         let (socket, wake) = try state.withLock { state throws(LinuxError) in
             guard !state.closing else { throw Self.closedError }
             state.users += 1
@@ -359,13 +380,59 @@ public final class ProcessConnector: Sendable {
         var pollers = [
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
-        let ready = try LinuxError.check("poll NETLINK_CONNECTOR") { poll(&pollers, 2, timeoutMilliseconds) }
+        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let ready = try LinuxError.check("poll NETLINK_CONNECTOR") { poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds) }
         guard ready > 0, pollers[1].revents == 0 else { return [] }
         var events: [ProcessEvent] = []
         if pollers[0].revents & Int16(POLLIN | POLLERR) != 0 {
             try Self.receive(socket: socket, into: &events)
         }
         return events
+    }
+
+    /// Whether the kernel drops every event but uid changes before they reach this socket
+    /// (SO_ATTACH_FILTER with `ConnectorLayout.uidChangesOnly`, or SO_DETACH_FILTER).
+    ///
+    /// While none of the users a caller cares about has a process, a uid change (login, su, setpriv,
+    /// a daemon dropping privileges) is the only way one of theirs can appear; the forks, execs and
+    /// exits of everyone else then cost no wake-up at all. What is dropped meanwhile is lost: list
+    /// `/proc` after turning the filter off.
+    public func passOnlyUIDChanges(_ only: Bool) throws(LinuxError) {
+        try state.withLock { state throws(LinuxError) in
+            guard !state.closing else { throw Self.closedError }
+            let socket = state.socket
+            if only {
+                var program = [UInt8](repeating: 0, count: ConnectorLayout.uidChangesOnly.count * 8)
+                program.withUnsafeMutableBytes { raw in
+                    for (index, instruction) in ConnectorLayout.uidChangesOnly.enumerated() {
+                        raw.storeBytes(of: instruction.code, toByteOffset: index * 8, as: UInt16.self)
+                        raw.storeBytes(of: instruction.jumpIfTrue, toByteOffset: index * 8 + 2, as: UInt8.self)
+                        raw.storeBytes(of: instruction.jumpIfFalse, toByteOffset: index * 8 + 3, as: UInt8.self)
+                        raw.storeBytes(of: instruction.k, toByteOffset: index * 8 + 4, as: UInt32.self)
+                    }
+                }
+                let result = program.withUnsafeMutableBytes { instructions in
+                    // struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+                    var fprog = [UInt8](repeating: 0, count: 16)
+                    fprog.withUnsafeMutableBytes { raw in
+                        raw.storeBytes(of: UInt16(ConnectorLayout.uidChangesOnly.count), toByteOffset: 0, as: UInt16.self)
+                        raw.storeBytes(of: instructions.baseAddress, toByteOffset: 8, as: UnsafeMutableRawPointer?.self)
+                    }
+                    return fprog.withUnsafeBytes {
+                        setsockopt(socket, SOL_SOCKET, ConnectorLayout.attachFilter, $0.baseAddress, socklen_t($0.count))
+                    }
+                }
+                if result != 0 { throw LinuxError(operation: "setsockopt SO_ATTACH_FILTER", errno: errno) }
+            } else {
+                var unused: Int32 = 0
+                let result = setsockopt(
+                    socket, SOL_SOCKET, ConnectorLayout.detachFilter, &unused, socklen_t(MemoryLayout<Int32>.size))
+                // ENOENT: there was no filter.
+                if result != 0 && errno != ENOENT {
+                    throw LinuxError(operation: "setsockopt SO_DETACH_FILTER", errno: errno)
+                }
+            }
+        }
     }
 
     /// Unsubscribes (PROC_CN_MCAST_IGNORE, so the kernel stops preparing events nobody reads) and

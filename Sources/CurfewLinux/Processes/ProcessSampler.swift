@@ -59,6 +59,20 @@ public final class ProcessSampler {
     /// Command lines are read up to this many bytes.
     public var maxCommandLineBytes = 64 * 1024
 
+    /// Only processes of these uids are parsed fully and reported (nil: all). The others are read as
+    /// far as their uid (`stat` and `status`) and kept out of `cached`; with events, a fork of one
+    /// of them or its exec is not read at all (a uid change is: it may make the process one of
+    /// these). Meant for use with the process connector, whose uid events say when a process
+    /// changes uid: polling would not notice. Setting a different set starts the cache over.
+    public var interestingUIDs: Set<UInt32>? = nil {
+        didSet {
+            if interestingUIDs != oldValue { startOver() }
+        }
+    }
+
+    /// Counts changes to `cached`: equal counts, the same processes with the same facts.
+    public private(set) var changes: UInt64 = 0
+
     /// The live processes by PID, as of the last `sample()`, `apply(_:)` or `refresh(pid:)`.
     public private(set) var cached: [Int32: TrackedProcess] = [:]
 
@@ -177,9 +191,17 @@ public final class ProcessSampler {
         var order: [Int32] = []
         var queued = Set<Int32>()
         var overrun = false
+        let filtered = interestingUIDs != nil
         for event in events {
             switch event {
-            case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
+            case .fork(let parent, let pid):
+                // A process forked by one not reported has its parent's uid: not interesting either.
+                if filtered && cached[parent] == nil && !queued.contains(parent) { continue }
+                if queued.insert(pid).inserted { order.append(pid) }
+            case .exec(let pid):
+                if filtered && cached[pid] == nil && !queued.contains(pid) { continue }
+                if queued.insert(pid).inserted { order.append(pid) }
+            case .uidChange(let pid):
                 if queued.insert(pid).inserted { order.append(pid) }
             case .exit(let pid):
                 queued.remove(pid)
@@ -192,6 +214,8 @@ public final class ProcessSampler {
             store(parse(pid, secondLook: false), for: pid)
         }
         if overrun {
+            // With a uid filter, a process read as someone else's may have changed uid unseen.
+            if filtered { startOver() }
             listingRequired = true
             _ = sample()
             revalidate(count: entries.count)
@@ -214,12 +238,18 @@ public final class ProcessSampler {
     /// now known (nil if gone).
     public func refreshIfExecutableChanged(pid: Int32) -> TrackedProcess? {
         guard let known = cached[pid] else { return refresh(pid: pid) }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("\(procRoot)/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return known }
-        let current = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return current == known.facts.executablePath ? known : refresh(pid: pid)
+        // Into the sampler's buffer, compared byte by byte: no allocation for the usual "unchanged".
+        let capacity = min(reader.buffer.count, Int(PATH_MAX) * 4)
+        let base = reader.buffer.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let count = readlink("\(procRoot)/\(pid)/exe", base, capacity)
+        guard count > 0, count < capacity else { return known }
+        let current = UnsafeRawBufferPointer(rebasing: reader.buffer[0..<count])
+        let unchanged = known.facts.executablePath.map { $0.utf8.elementsEqual(current) } ?? false
+        return unchanged ? known : refresh(pid: pid)
     }
+
+    /// Makes the next `sample()` list `procRoot` whatever `/proc/loadavg` says (events were dropped).
+    public func requireListing() { listingRequired = true }
 
     /// Drops `pid` from the cache (after its exit event). If it is still listed, the next `sample()`
     /// parses it again.
@@ -229,6 +259,17 @@ public final class ProcessSampler {
     }
 
     // MARK: Internals
+
+    /// Forgets every process; the next `sample()` lists and reads them all again.
+    private func startOver() {
+        entries.removeAll()
+        cached.removeAll()
+        snapshot.removeAll()
+        snapshotIsCurrent = true
+        secondLooks.removeAll()
+        listingRequired = true
+        changes &+= 1
+    }
 
     private func current() -> [TrackedProcess] {
         if !snapshotIsCurrent {
@@ -243,6 +284,7 @@ public final class ProcessSampler {
     /// Puts `process` (or nothing) at `pid`'s place in the snapshot. Past 32 edits between two reads
     /// of it, shifting the array each time costs more than sorting it once, so it is rebuilt instead.
     private func editSnapshot(_ pid: Int32, _ process: TrackedProcess?) {
+        changes &+= 1
         guard snapshotIsCurrent else { return }
         snapshotEdits += 1
         if snapshotEdits > 32 {
@@ -330,6 +372,7 @@ public final class ProcessSampler {
             inode: UInt64(status.st_ino), startTime: stat.startTime, comm: stat.comm, reported: false, seen: generation)
         if stat.isKernelThread || stat.isDead { return .hidden(entry) }
         guard let uid = reader.read("status", in: directory).flatMap(ProcFiles.parseRealUID) else { return .gone }
+        if let interestingUIDs, !interestingUIDs.contains(uid) { return .hidden(entry) }
         let commandLine =
             reader.read("cmdline", in: directory, limit: maxCommandLineBytes).map(ProcFiles.parseCommandLine) ?? []
         let executable = reader.readLink("exe", in: directory)

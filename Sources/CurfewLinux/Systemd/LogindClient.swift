@@ -167,11 +167,12 @@ public final class LogindClient: Sendable {
     /// Waits up to `timeoutMilliseconds` (negative: forever) for logind's signals and returns those that
     /// arrived: runs `sd_bus_process` until idle and, when that found nothing, `sd_bus_wait` once and
     /// processes again. An empty result means a timeout or only unrelated traffic; call again.
-    /// Meant for one dedicated thread; throws when the bus connection is lost.
-    public func nextEvents(timeoutMilliseconds: Int32) throws -> [LogindEvent] {
+    /// Meant for one dedicated thread; throws when the bus connection is lost. It also returns (with
+    /// what arrived, maybe nothing) as soon as one of `descriptors` is readable: the caller's stop.
+    public func nextEvents(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) throws -> [LogindEvent] {
         try events.withLock { connection throws(LinuxSystemdError) -> [LogindEvent] in
             try connection.nextEvents(
-                timeout: timeoutMilliseconds < 0 ? nil : .milliseconds(Int64(timeoutMilliseconds)))
+                timeout: timeoutMilliseconds < 0 ? nil : .milliseconds(Int64(timeoutMilliseconds)), orUntilReadable: descriptors)
         }
     }
 
@@ -254,10 +255,10 @@ private final class SignalConnection {
         }
     }
 
-    func nextEvents(timeout: Duration?) throws(LinuxSystemdError) -> [LogindEvent] {
+    func nextEvents(timeout: Duration?, orUntilReadable descriptors: [Int32] = []) throws(LinuxSystemdError) -> [LogindEvent] {
         try bus.processUntilIdle()
         if received.isEmpty {
-            try bus.wait(timeout: timeout)
+            if descriptors.isEmpty { try bus.wait(timeout: timeout) } else { try bus.wait(timeout: timeout, orUntilReadable: descriptors) }
             try bus.processUntilIdle()
         }
         let batch = received

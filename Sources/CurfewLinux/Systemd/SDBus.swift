@@ -399,6 +399,31 @@ public final class SDBus {
         return try LinuxSystemdError.check("sd_bus_wait") { sd_bus_wait(handle, usec) } > 0
     }
 
+    /// `wait`, also returning when one of `descriptors` becomes readable (a stop): poll(2) over the
+    /// connection's descriptor (`sd_bus_get_fd`, `sd_bus_get_events`) and theirs, for at most the
+    /// earlier of `timeout` and the connection's own deadline (`sd_bus_get_timeout`). True when woken
+    /// by I/O on the connection.
+    @discardableResult
+    public func wait(timeout: Duration?, orUntilReadable descriptors: [Int32]) throws(LinuxSystemdError) -> Bool {
+        let fd = try LinuxSystemdError.check("sd_bus_get_fd") { sd_bus_get_fd(handle) }
+        let events = try LinuxSystemdError.check("sd_bus_get_events") { sd_bus_get_events(handle) }
+        var deadline: UInt64 = 0
+        _ = try LinuxSystemdError.check("sd_bus_get_timeout") { sd_bus_get_timeout(handle, &deadline) }
+        var wait: Int64 = timeout.map { Int64(Self.microseconds($0) / 1000) } ?? -1
+        if deadline != UInt64.max {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let nowMicroseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+            let left = deadline > nowMicroseconds ? Int64((deadline - nowMicroseconds + 999) / 1000) : 0
+            wait = wait < 0 ? left : min(wait, left)
+        }
+        var pollers = [pollfd(fd: fd, events: Int16(truncatingIfNeeded: events), revents: 0)]
+        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let ready = poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait))
+        if ready < 0 && errno != EINTR { throw LinuxSystemdError(operation: "poll sd-bus", errno: errno) }
+        return ready > 0 && pollers[0].revents != 0
+    }
+
     static func microseconds(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
         if seconds < 0 { return 0 }

@@ -1,0 +1,51 @@
+// The idle figures (issue 13): how often the agent wakes and what CPU it uses while nothing happens
+// (a managed user with no process, no logind) and while it counts one user (one process of the bench
+// account, no logind). Targets: idle, less than one wake-up a second on average; counting, at most
+// the tick plus the flush.
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func runIdleBenchmarks(root: String, seconds: Double) throws {
+    let account = try BenchAccount.resolve()
+    let present = countProcesses(uid: account.uid)
+    print("idle: curfewd (this build's, --logind-bus none, tick 1 s) with \(account.name) managed, \(format(seconds)) s each")
+    if present > 0 { print("note: \(account.name) already has \(present) processes; the idle figure is not idle") }
+    let guardian = Guardian()
+    defer { guardian?.dismiss() }
+
+    let idle = try AgentProbe(account: account, directory: "\(root)/idle", guardian: guardian).run(seconds: seconds, warmUp: 3)
+    printIdle(idle, label: "curfewd idle (\(account.name) managed, no process of theirs)")
+
+    let sleepers = Sleepers(account: account, guardian: guardian)
+    defer { sleepers.stopAll() }
+    if let error = sleepers.grow(to: 1) { throw BenchFailure("cannot start a process of \(account.name): \(error)") }
+    let counting = try AgentProbe(account: account, directory: "\(root)/counting", guardian: guardian).run(seconds: seconds, warmUp: 3)
+    printIdle(counting, label: "curfewd counting one user (one process of \(account.name))")
+    // Something else on the machine starting processes (a build, scripts): the connector reports
+    // every one of them.
+    let busy = try AgentProbe(account: account, directory: "\(root)/busy", guardian: guardian).run(
+        seconds: seconds, warmUp: 3, churnPerSecond: 200, churnOfOthers: true)
+    printIdle(busy, label: "curfewd counting one user while root starts 200 short processes a second")
+    if let started = busy.tasksStarted { print("  (\(started) PIDs handed out machine-wide in the window)") }
+    sleepers.stopAll()
+
+    let own = Double(idle.voluntarySwitches - idle.dispatchManagerSwitches) / idle.windowSeconds
+    print(
+        "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met") "
+            + "(the agent's own loops \(format(own))/s, libdispatch's monitor the rest); "
+            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, the flush's write every 2 s, libdispatch's monitor)")
+}
+
+func printIdle(_ figures: AgentProbe.Figures, label: String) {
+    print(
+        "\(label): \(format(figures.wakeupsPerSecond)) wakeups/s (\(figures.voluntarySwitches) voluntary context switches of "
+            + "\(figures.threads) threads in \(format(figures.windowSeconds)) s), CPU \(format3(figures.cpuShare * 100))% of one core "
+            + "(\(format(figures.windowCPUMilliseconds)) ms, 10 ms resolution); exit status \(figures.exitStatus) after SIGTERM")
+    print(
+        "  of which libdispatch's manager thread (its 1 s workqueue monitor, in any Swift program using concurrency on Linux): "
+            + "\(figures.dispatchManagerSwitches); uid changes anywhere on the machine also wake the tracker once each")
+    for line in figures.logProblems.prefix(5) { print("  curfewd log: \(line)") }
+}
