@@ -4,6 +4,7 @@ import CurfewStore
 import CurfewSync
 import Foundation
 import Logging
+import CurfewLinux
 
 #if canImport(Glibc)
     import Glibc
