@@ -368,13 +368,14 @@ struct PolicyDecodeTests {
             Issue.record("not an object")
             return
         }
-        // limitScope is written only when it is not the default, so a policy that does not use it
-        // reads (and its records verify) as before the field existed.
-        #expect(object.keys == Policy.fieldNames.filter { $0 != "limitScope" })
+        // limitScope and the schedule rules of issue 16 are written only when set, so a policy that
+        // does not use them reads (and its records verify) as before the fields existed.
+        let optional: Set = ["limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension"]
+        #expect(object.keys == Policy.fieldNames.filter { !optional.contains($0) })
         var everyComputer = policy
         everyComputer.limitScope = .allComputers
         guard case .object(let all) = everyComputer.json else { return }
-        #expect(all.keys == Policy.fieldNames)
+        #expect(all.keys == Policy.fieldNames.filter { $0 == "limitScope" || !optional.contains($0) })
         #expect(all["limitScope"] == .string("all-computers"))
         #expect(try Policy.decode(everyComputer.json) == everyComputer)
         #expect(try Policy.decode(JSONValue.parse(#"{"user": "kid", "limitScope": "this-computer"}"#)).limitScope == .thisComputer)
@@ -391,7 +392,8 @@ struct PolicyDecodeTests {
     }
 
     static let knownFields =
-        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope"
+        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, "
+        + "weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension"
 
     @Test(
         "decoding errors name the field and the value",
