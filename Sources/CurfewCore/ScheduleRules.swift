@@ -16,13 +16,13 @@ extension Weekday {
             case "all", "daily", "every-day": days.formUnion(Weekday.allCases)
             default:
                 let ends = item.split(separator: "-", omittingEmptySubsequences: false)
-                guard ends.count <= 2 else { throw dayError(text) }
-                let first: Weekday
-                do { first = try Weekday.parse(String(ends[0])) } catch { throw dayError(text) }
                 guard ends.count == 2 else {
-                    days.insert(first)
+                    // One day: its own error names it.
+                    days.insert(try Weekday.parse(String(part).trimmingSpaces))
                     continue
                 }
+                let first: Weekday
+                do { first = try Weekday.parse(String(ends[0])) } catch { throw dayError(text) }
                 let last: Weekday
                 do { last = try Weekday.parse(String(ends[1])) } catch { throw dayError(text) }
                 var index = first.index

@@ -473,8 +473,8 @@ struct ScheduleRulesValidationTests {
     func weekdaySetErrors() {
         #expect(policyErrorMessage { () throws(PolicyError) in _ = try Weekday.parseSet("mon-funday") }
             == #"days must be weekdays like mon, mon-fri, sat,sun, weekend or weekdays, got "mon-funday""#)
-        #expect(policyErrorMessage { () throws(PolicyError) in _ = try Weekday.parseSet("") }
-            == #"days must be weekdays like mon, mon-fri, sat,sun, weekend or weekdays, got """#)
+        #expect(policyErrorMessage { () throws(PolicyError) in _ = try Weekday.parseSet("mon,someday") }
+            == #"weekday must be one of mon, tue, wed, thu, fri, sat, sun, got "someday""#)
         #expect(Weekday.describe([.mon, .tue, .wed, .thu, .fri]) == "mon-fri")
         #expect(Weekday.describe([.sat, .sun]) == "sat,sun")
         #expect(Weekday.describe([.mon, .wed, .thu, .fri, .sun]) == "mon,wed-fri,sun")

@@ -207,7 +207,7 @@ import Testing
         defer { runner.cleanUp() }
         let cases: [(String, String)] = [
             (#"{"user": "kid", "dailyLimit": 60}"#,
-             #"unknown policy field "dailyLimit" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope)"#),
+             #"unknown policy field "dailyLimit" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#),
             (#"{"user": "kid", "dailyLimitMinutes": 17}"#, "daily limit must be a multiple of 15 minutes, got 17"),
             (#"{"user": "kid", "dailyLimitMinutes": "2h"}"#,
              #"policy field "dailyLimitMinutes" must be a number of minutes or null (unlimited), got a string"#),
