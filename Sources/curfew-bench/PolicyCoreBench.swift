@@ -158,9 +158,10 @@ func runPolicyCoreBenchmarks(root: String) throws {
         let decideStart = clock.now
         for index in 0..<decisions {
             let now = yearStart + Int64(index) * step
-            let used = Int64(index % 288) * 20
+            // Up to 4 hours a day and 2.5 a day before it in the week, so every state occurs.
+            let used = Int64(index % 288) * 50
             let usage = ScheduleUsage(
-                daySeconds: used, weekSeconds: used + Int64(index / 288 % 7) * 7200, continuousSeconds: Int64(index % 12) * 300,
+                daySeconds: used, weekSeconds: used + Int64(index / 288 % 7) * 9000, continuousSeconds: Int64(index % 12) * 300,
                 pauseSeconds: index % 5 == 0 ? 300 : 0)
             states[schedule.decide(now: now, usage: usage).state, default: 0] += 1
         }
