@@ -15,7 +15,7 @@ public struct Curfew: ParsableCommand {
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
             LockoutCommand.self, DowntimeCommand.self, BreaksCommand.self, ExceptionCommand.self, AllowanceCommand.self,
             TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
-            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
+            Status.self, Report.self, Events.self, Grant.self, Request.self, Extend.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
             CheckLogin.self, KeyCommand.self,
         ])
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CurfewCore
+import CurfewSync
 import Foundation
 
 struct DowntimeCommand: ParsableCommand {
@@ -245,4 +246,27 @@ struct AllowanceCommand: ParsableCommand {
 /// Refuses arguments a form of a command does not take.
 func noExtra(_ fine: Bool, _ message: String) throws {
     guard fine else { throw CLIError(message, .invalidArguments) }
+}
+
+struct Extend: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Take the extra time your allowance gives, without asking (run by a child; the agent records it).",
+        discussion: """
+            How much and how often a week is the parent's choice (curfew allowance USER 15m --per-week 3). Past \
+            that the agent refuses with exit status 77; ask with curfew request instead. Parents see each use in \
+            curfew requests --all.
+            """)
+
+    @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
+    var socket: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
+        guard let (_, reply) = AgentClient.exchange(.extend, socket: socketPath) else {
+            throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
+        }
+        guard reply.ok, let use = reply.extended else { throw AgentClient.error(reply) }
+        Output.line(json ? use.json.prettyString : use.message)
+    }
 }

@@ -170,8 +170,17 @@ final class Workspace {
     ) {
         let zone = Schedule.zone(for: policy)
         let day = zone.localTime(at: now).date
-        let totals = try openStore().read { try UsageTable.dayTotals(user: user, day: day, $0) }
-        let adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
+        let (totals, selfService) = try openStore().read { db in
+            (
+                try UsageTable.dayTotals(user: user, day: day, db),
+                try RequestTable.selfService(user: user, since: zone.startOfDay(day) * 1000, db)
+            )
+        }
+        var adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
+        // Extra time the child took under their allowance today (`curfew extend`) counts as a grant.
+        for use in selfService where zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date == day {
+            adjustments[day, default: DayAdjustment()].extraMinutes += use.grantedMinutes ?? use.minutes
+        }
         let others =
             policy.limitScope == .allComputers
             ? otherComputersUsage(of: user, from: day, through: day).reduce(0) { $0 + $1.screenMilliseconds } : 0

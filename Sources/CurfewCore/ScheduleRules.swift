@@ -236,6 +236,14 @@ public struct SelfExtension: Sendable, Hashable, CustomStringConvertible {
         .object(JSONObject([("minutes", .int(Int64(minutes))), ("perWeek", .int(Int64(perWeek)))]))
     }
 
+    /// Whether one more use fits this week, given the uses already made since Monday.
+    public func checkRoom(usedThisWeek: Int) throws(PolicyError) {
+        guard usedThisWeek < perWeek else {
+            throw PolicyError(
+                "extra time without asking is used up this week (\(usedThisWeek) of \(perWeek)); ask a parent with curfew request")
+        }
+    }
+
     static func decode(_ value: JSONValue) throws(PolicyError) -> SelfExtension? {
         if value == .null { return nil }
         let object = try value.object("selfExtension")
@@ -338,6 +346,11 @@ public struct PolicyException: Sendable, Hashable, CustomStringConvertible {
         }
         return exception
     }
+}
+
+extension LocalDate {
+    /// The Monday that starts this date's week.
+    public var weekStart: LocalDate { adding(days: -weekday.index) }
 }
 
 extension Policy {

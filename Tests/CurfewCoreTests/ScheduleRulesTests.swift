@@ -517,3 +517,22 @@ struct ScheduleRulesValidationTests {
         #expect(removed.conflicts == [])
     }
 }
+
+@Suite("Self-service extra time")
+struct SelfExtensionTests {
+    @Test("the socket's extend request, the room left in a week, and what the child is told")
+    func extend() {
+        #expect(AgentRequest.extend.line == #"{"command":"extend"}"#)
+        #expect(AgentRequest.parse(#"{"command": "extend"}"#) == .success(.extend))
+        let allowance = SelfExtension(minutes: 15, perWeek: 3)
+        #expect(policyErrorMessage { () throws(PolicyError) in try allowance.checkRoom(usedThisWeek: 2) } == nil)
+        #expect(
+            policyErrorMessage { () throws(PolicyError) in try allowance.checkRoom(usedThisWeek: 3) }
+                == "extra time without asking is used up this week (3 of 3); ask a parent with curfew request")
+        #expect(
+            SelfExtensionUse(minutes: 15, date: "2026-03-10", used: 1, perWeek: 3, limitMinutes: 135).message
+                == "15m more today (1 of 3 this week); today's limit is now 2h15m")
+        #expect(localDate("2026-03-29").weekStart == localDate("2026-03-23"))
+        #expect(localDate("2026-03-23").weekStart == localDate("2026-03-23"))
+    }
+}

@@ -52,4 +52,52 @@ struct ScheduleAgentTests {
         let lockouts = try enforcement.events(runner, kind: "lockout")
         #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(Self.clock(end))") == true, "\(lockouts)")
     }
+
+    /// `curfew extend` run by the child: twice it adds the allowance to today's limit, the third time
+    /// in the week it is refused with the reason; each use is in `curfew requests --all` and the events.
+    @Test func extendTwiceThenTheThirdTimeInAWeekIsRefused() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        chmod(runner.root.path, 0o755)
+        try runner.ok(["init"])
+        try runner.ok(["user", "add", account.name])
+        try runner.ok(["limit", account.name, "1h"])
+        try runner.ok(["bedtime", account.name, "off"])
+        try runner.ok(["timezone", account.name, "UTC"])
+        let agent = try AgentProcess(runner)
+        defer { agent.killHard() }
+        let socket = ["--socket", agent.socketPath]
+        let none = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(none.status == 77, "\(none)")
+        #expect(none.stderr == "curfew: \(account.name) has no extra time to take without asking; ask a parent with curfew request\n")
+
+        try runner.ok(["allowance", account.name, "15m", "--per-week", "2"])
+        var first = try runner.run(["extend"] + socket, asUser: account.name)
+        for _ in 0..<20 where first.status != 0 {
+            // The agent may not have read the new record yet.
+            usleep(250_000)
+            first = try runner.run(["extend"] + socket, asUser: account.name)
+        }
+        #expect(first.status == 0, "\(first)")
+        #expect(first.stdout == "15m more today (1 of 2 this week); today's limit is now 1h15m\n")
+        let second = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(second.stdout == "15m more today (2 of 2 this week); today's limit is now 1h30m\n", "\(second)")
+        let third = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(third.status == 77, "\(third)")
+        #expect(third.stderr == "curfew: extra time without asking is used up this week (2 of 2); ask a parent with curfew request\n")
+        let root = try runner.run(["extend"] + socket)
+        #expect(root.status == 77 && root.stderr == "curfew: root cannot take extra time; grant it with curfew grant\n", "\(root)")
+
+        let status = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(status.contains(#""limitMinutes": 90,"#) && status.contains(#""extraMinutes": 30,"#), "\(status)")
+        let requests = try runner.ok(["requests", "--all", "--json"]).stdout
+        #expect(requests.components(separatedBy: #""answeredBy": "allowance""#).count == 3, "\(requests)")
+        let events = try runner.ok(["events", "--json"]).stdout
+        #expect(events.components(separatedBy: #""kind": "self-extension""#).count == 3, "\(events)")
+        // Without the agent, the saved state gives the same limit.
+        agent.killHard()
+        let offline = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(offline.contains(#""limitMinutes": 90,"#), "\(offline)")
+    }
 }
