@@ -1,3 +1,4 @@
+import CurfewCore
 import CurfewLinux
 import Foundation
 import Testing
@@ -99,5 +100,47 @@ struct ScheduleAgentTests {
         agent.killHard()
         let offline = try runner.ok(["status", account.name, "--json"] + socket).stdout
         #expect(offline.contains(#""limitMinutes": 90,"#), "\(offline)")
+    }
+
+    /// A child locked out at bedtime asks for 30 minutes; the parent's `approve` moves tonight's
+    /// bedtime so the child may log in again, until the new bedtime.
+    @Test func approveAtBedtimeLetsTheChildBackInUntilTheNewBedtime() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        chmod(runner.root.path, 0o755)
+        try runner.ok(["init"])
+        try runner.ok(["user", "add", account.name])
+        try runner.ok(["limit", account.name, "unlimited"])
+        try runner.ok(["timezone", account.name, "UTC"])
+        let now = Int64(Date().timeIntervalSince1970)
+        let start = now / 60 * 60 - 3600
+        try runner.ok(["bedtime", account.name, "\(Self.clock(start))-\(Self.clock(start + 3 * 3600))"])
+        let agent = try AgentProcess(runner)
+        defer { agent.killHard() }
+        let socket = ["--socket", agent.socketPath]
+        let refused = try runner.run(["check-login", "--user", account.name] + socket)
+        #expect(refused.status == 77 && refused.stdout.contains("it is bedtime"), "\(refused)")
+        let asked = try runner.run(["request", "30m", "--reason", "finish homework"] + socket, asUser: account.name)
+        #expect(asked.status == 0, "\(asked)")
+        let approved = try runner.ok(["approve", "1"])
+        let delay = Int((Int64(Date().timeIntervalSince1970) - start + 59) / 60) + 30
+        let night = "\(ZoneRules(identifier: "UTC")!.localTime(at: start).date)"
+        #expect(
+            approved.stdout.hasPrefix(
+                "approved request 1: moved bedtime \(TimeAllowance.format(minutes: delay)) later for \(account.name) (the night of \(night)): up until \(Self.clock(start + Int64(delay) * 60)) (record "),
+            "\(approved)")
+        var allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        for _ in 0..<40 where allowed.status != 0 {
+            usleep(250_000)
+            allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        }
+        #expect(allowed.status == 0, "\(allowed)\n\(agent.log)")
+        let status = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(status.contains(#""state": "allowed""#) && status.contains(#""bedtimeDelayMinutes": \#(delay),"#), "\(status)")
+        // Until the new bedtime: about 30 minutes of use, not more.
+        let report = try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any]
+        let remaining = report?["remainingSeconds"] as? Int ?? 0
+        #expect((29 * 60...31 * 60).contains(remaining), "\(status)")
     }
 }
