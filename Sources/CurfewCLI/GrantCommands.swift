@@ -96,7 +96,15 @@ struct Grant: ParsableCommand {
         let workspace = Workspace(location)
         let (policy, _) = try workspace.currentPolicy(of: user)
         let now = Workspace.now()
-        let day = requested ?? Schedule.zone(for: policy).localTime(at: now).date
+        let today = Schedule.zone(for: policy).localTime(at: now).date
+        let day = requested ?? today
+        // A day that is over cannot be given more; last night's bedtime can be moved while it lasts.
+        if day < today {
+            let lastNight = Schedule(policy: policy, zone: Schedule.zone(for: policy)).bedtimeInterval(startingOn: day)
+            guard day == today.adding(days: -1), extra == 0, delay > 0, let lastNight, now < lastNight.end else {
+                throw CLIError("\(day) is already over (today is \(today)); extra time is for today or a later day", .invalidArguments)
+            }
+        }
         let id = try workspace.publishGrant(
             user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: nil, now: now)
         workspace.announceGrant(

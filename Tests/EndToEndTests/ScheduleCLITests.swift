@@ -222,7 +222,7 @@ import Testing
 }
 
 /// Today in the zone these tests give the policy, as the CLI reads it.
-func todayInBerlin() -> String {
-    let zone = ZoneRules(identifier: "Europe/Berlin")!
+func todayInBerlin(zone name: String = "Europe/Berlin") -> String {
+    let zone = ZoneRules(identifier: name)!
     return "\(zone.localTime(at: Int64(Date().timeIntervalSince1970)).date)"
 }
