@@ -192,6 +192,7 @@ final class Enforcer {
         case .logout: what = "sessions end and logins are refused"
         case .lock: what = "sessions are locked"
         case .apps: what = "apps are stopped"
+        case .none: what = "nothing is stopped (monitor only)"
         }
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
         agent.state.post(

@@ -166,7 +166,7 @@ struct Warnings: ParsableCommand {
 struct LockoutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lockout",
-        abstract: "Set what happens at zero: logout, lock or apps.",
+        abstract: "Set what happens at zero: logout, lock, apps or none.",
         discussion: """
             logout ends the sessions and refuses logins until use is allowed; lock locks the sessions and \
             locks again on unlock; apps stops the tracked apps that are not always allowed.
@@ -174,7 +174,7 @@ struct LockoutCommand: ParsableCommand {
 
     @OptionGroup var options: PublishOptions
     @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "logout, lock or apps.") var action: String
+    @Argument(help: "logout, lock, apps or none.") var action: String
 
     func run() throws {
         let lockout = try translatingErrors { try Lockout.parse(action) }

@@ -138,6 +138,10 @@ public enum Enforcement {
         }
 
         var action = SessionAction.none
+        if policy.lockout == Lockout.none {
+            // Monitor only: not even blocked or limited apps are stopped.
+            stop = [:]
+        }
         if decision.state == .allowed {
             // Whichever blocks first is the one the child is warned about.
             let limitLeft = decision.limitRemainingSeconds
@@ -163,6 +167,9 @@ public enum Enforcement {
                 for app in tracked where running.contains(app) && policy.rule(for: app) != .allow && stop[app] == nil {
                     stop[app] = .lockout(decision.state)
                 }
+            case .none:
+                // Monitor only: counted, warned and reported; nothing is stopped.
+                break
             }
         }
         return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns)

@@ -18,6 +18,10 @@ public struct LoginVerdict: Sendable, Equatable {
     /// The same, with the week's and the break's figures too.
     public static func decide(user: String, schedule: Schedule, usage: ScheduleUsage, now: Int64) -> LoginVerdict {
         let decision = schedule.decide(now: now, usage: usage)
+        if schedule.policy.lockout == Lockout.none, decision.state != .allowed {
+            return LoginVerdict(
+                allowed: true, message: "\(user) may log in (monitor only: \(decision.reason ?? "use is not allowed now"))")
+        }
         guard decision.state != .allowed else {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
             return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")

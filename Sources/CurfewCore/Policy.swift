@@ -8,10 +8,12 @@ public enum Lockout: String, CaseIterable, Sendable, Codable {
     case lock
     /// Stop the tracked apps that are not always allowed.
     case apps
+    /// Monitor only: count, warn and report, but never stop anything or refuse a login.
+    case none
 
     public static func parse(_ text: String) throws(PolicyError) -> Lockout {
         guard let value = Lockout(rawValue: text) else {
-            throw PolicyError("lockout must be logout, lock or apps, got \(quoted(text))")
+            throw PolicyError("lockout must be logout, lock, apps or none, got \(quoted(text))")
         }
         return value
     }

@@ -415,3 +415,30 @@ extension JSONObject {
         return value
     }
 }
+
+/// Screen time since the last pause long enough to count as a break, kept as time passes: what
+/// `ScheduleUsage.continuousSeconds` and `pauseSeconds` are made of. The tracker advances it by the
+/// elapsed monotonic time of each tick, saying whether screen time counted in it.
+public struct BreakClock: Sendable, Equatable {
+    public private(set) var continuousMilliseconds: Int64 = 0
+    public private(set) var pauseMilliseconds: Int64 = 0
+
+    public init() {}
+
+    /// `milliseconds` passed; screen time counted in them or not. A pause of at least `breakLength`
+    /// (seconds; nil without breaks) ends the stretch.
+    public mutating func advance(by milliseconds: Int64, counting: Bool, breakLength: Int64?) {
+        guard milliseconds > 0 else { return }
+        if counting {
+            if let breakLength, pauseMilliseconds >= breakLength * 1000 { continuousMilliseconds = 0 }
+            continuousMilliseconds += milliseconds
+            pauseMilliseconds = 0
+        } else {
+            pauseMilliseconds += milliseconds
+            if let breakLength, pauseMilliseconds >= breakLength * 1000 { continuousMilliseconds = 0 }
+        }
+    }
+
+    public var continuousSeconds: Int64 { continuousMilliseconds / 1000 }
+    public var pauseSeconds: Int64 { pauseMilliseconds / 1000 }
+}

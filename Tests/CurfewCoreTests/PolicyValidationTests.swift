@@ -261,16 +261,16 @@ struct PolicyValidationTests {
         #expect(policy.bedtime(startingOn: .sat) == nil)
     }
 
-    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps)])
+    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps), ("none", .none)])
     func lockout(text: String, value: Lockout) throws {
         #expect(try Lockout.parse(text) == value)
     }
 
-    @Test("unknown lockout names", arguments: ["kill", "Logout", "", "none"])
+    @Test("unknown lockout names", arguments: ["kill", "Logout", "", "nothing"])
     func badLockout(text: String) {
         #expect(
             policyErrorMessage { () throws(PolicyError) in try Lockout.parse(text) }
-                == "lockout must be logout, lock or apps, got \(jsonQuoted(text))")
+                == "lockout must be logout, lock, apps or none, got \(jsonQuoted(text))")
     }
 }
 
@@ -554,7 +554,7 @@ struct PolicyDecodeTests {
             (#"{"user": "kid", "warnMinutes": [15, "5"]}"#, #"policy field "warnMinutes[1]" must be a whole number, got a string"#),
             (#"{"user": "kid", "warnMinutes": [15, 0]}"#, "warning minutes must be between 1 and 480, got 0"),
             (#"{"user": "kid", "warnMinutes": [5, 5]}"#, "warning minutes must differ, got 5 twice"),
-            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock or apps, got "kill""#),
+            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock, apps or none, got "kill""#),
             (#"{"user": "kid", "lockout": null}"#, #"policy field "lockout" must be a string, got null"#),
             (#"{"user": "kid", "timezone": 1}"#, #"policy field "timezone" must be a string, got a number"#),
             (

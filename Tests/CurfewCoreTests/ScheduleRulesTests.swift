@@ -536,3 +536,46 @@ struct SelfExtensionTests {
         #expect(localDate("2026-03-23").weekStart == localDate("2026-03-23"))
     }
 }
+
+@Suite("Monitor only")
+struct MonitorOnlyTests {
+    @Test("lockout none: warned and reported, nothing stopped, logins let in with the reason")
+    func none() throws {
+        var policy = DowntimeTests.family.policy
+        policy.lockout = .none
+        policy.apps = [AppRule(app: "steam", rule: .block)]
+        #expect(try Policy.decode(policy.json).lockout == Lockout.none)
+        let schedule = Schedule(policy: policy, zone: DowntimeTests.family.zone)
+        let during = Enforcement.plan(
+            schedule: schedule, now: utc("2026-03-10T10:00Z"), usage: DayUsage(screenSeconds: 0), running: ["steam", "minecraft"],
+            tracked: ["steam", "minecraft"])
+        #expect(during.blocked && during.decision.reason == "downtime: school until 15:00")
+        #expect(during.sessionAction == .none && during.stopApps.isEmpty)
+        let before = Enforcement.plan(
+            schedule: schedule, now: utc("2026-03-10T18:50Z"), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
+        #expect(before.countdowns == [.downtime("evening"): 600])
+        let login = LoginVerdict.decide(user: "kid", schedule: schedule, usedSeconds: 0, now: utc("2026-03-10T10:00Z"))
+        #expect(login == LoginVerdict(allowed: true, message: "kid may log in (monitor only: downtime: school until 15:00)"))
+    }
+}
+
+@Suite("Break clock")
+struct BreakClockTests {
+    @Test("a stretch grows while counting; a pause of the break's length ends it, a shorter one does not")
+    func stretch() {
+        var clock = BreakClock()
+        clock.advance(by: 40 * 60_000, counting: true, breakLength: 600)
+        clock.advance(by: 5 * 60_000, counting: false, breakLength: 600)
+        #expect(clock.continuousSeconds == 2400 && clock.pauseSeconds == 300)
+        clock.advance(by: 5 * 60_000, counting: true, breakLength: 600)
+        #expect(clock.continuousSeconds == 2700 && clock.pauseSeconds == 0)
+        clock.advance(by: 10 * 60_000, counting: false, breakLength: 600)
+        #expect(clock.continuousSeconds == 0 && clock.pauseSeconds == 600)
+        clock.advance(by: 1000, counting: true, breakLength: 600)
+        #expect(clock.continuousSeconds == 1 && clock.pauseSeconds == 0)
+        var without = BreakClock()
+        without.advance(by: 3_600_000, counting: true, breakLength: nil)
+        without.advance(by: 3_600_000, counting: false, breakLength: nil)
+        #expect(without.continuousSeconds == 3600)
+    }
+}

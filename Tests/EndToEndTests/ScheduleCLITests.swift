@@ -114,6 +114,9 @@ import Testing
         // --day takes ranges and sets everywhere.
         try says(["limit", "kid", "3h", "--day", "weekend"], "kid: limit on sat, sun is now 3h\npublished version 21; no computer has confirmed it yet\n")
         try says(["bedtime", "kid", "22:00-07:00", "--day", "fri-sat"], "kid: bedtime starting on fri, sat is now 22:00-07:00\npublished version 22; no computer has confirmed it yet\n")
+        // Monitor only.
+        try says(["lockout", "kid", "none"], "kid: lockout is now none\npublished version 23; no computer has confirmed it yet\n")
+        #expect(try runner.ok(["policy", "show", "kid", "--json"]).stdout.contains(#""lockout": "none""#))
     }
 
     /// Every invalid input: one line naming the rule and the value, exit 64, nothing changed.
