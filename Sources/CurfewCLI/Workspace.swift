@@ -187,6 +187,14 @@ final class Workspace {
         return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals, others)
     }
 
+    /// Screen time of `user` saved on this computer in the week of `now` (from Monday, today included),
+    /// in milliseconds, when the policy has a weekly budget; else nil.
+    func savedWeek(of user: String, policy: Policy, now: Int64) throws -> Int64? {
+        guard policy.weeklyLimitMinutes != nil else { return nil }
+        let day = Schedule.zone(for: policy).localTime(at: now).date
+        return try openStore().read { try UsageTable.screenMilliseconds(user: user, from: day.weekStart, through: day, $0) }
+    }
+
     /// The latest usage summary of each other computer and day: the verified files in the shared
     /// directory, and what this computer's agent kept of them (a file may since have been removed).
     func otherComputersUsage(of user: String, from: LocalDate, through to: LocalDate) -> [UsageSummary] {

@@ -191,6 +191,28 @@ import Testing
         #expect(try runner.snapshot() == before)
     }
 
+    /// Without the agent, check-login and status judge the weekly budget from the usage saved this week.
+    @Test func theWeeklyBudgetFromSavedUsage() throws {
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        try runner.ok(["init"])
+        try runner.ok(["user", "add", "kid"])
+        try runner.ok(["timezone", "kid", "UTC"])
+        try runner.ok(["bedtime", "kid", "off"])
+        try runner.ok(["limit", "kid", "8h"])
+        try runner.ok(["limit", "kid", "--week", "1h"])
+        let today = todayInBerlin(zone: "UTC")
+        let sql = "INSERT INTO usage (user, day, hour, app, milliseconds) VALUES ('kid', '\(today)', 0, '', 3600000);"
+        #expect(try CurfewRunner.runTool("/usr/bin/sqlite3", ["\(runner.stateDir)/curfew.db", sql]) == 0)
+        let socket = ["--socket", "\(runner.root.path)/no-agent.sock"]
+        let refused = try runner.run(["check-login", "--user", "kid"] + socket)
+        #expect(refused.status == 77, "\(refused)")
+        #expect(refused.stdout.hasPrefix("Curfew: kid may not log in now: this week's limit of 1h is used up. You may log in again "), "\(refused)")
+        let status = try runner.ok(["status", "kid", "--json"] + socket).stdout
+        #expect(status.contains(#""state": "week-limit-reached""#), "\(status)")
+        #expect(status.contains(#""weekLimitMinutes": 60"#) && status.contains(#""weekSeconds": 3600"#), "\(status)")
+    }
+
     /// Two parents add different downtime windows to the same version at once; an agent receiving
     /// both keeps both (no conflict), and the parents' CLI shows the same.
     @Test func concurrentEditsOfDifferentWindowsAreBothKept() throws {
