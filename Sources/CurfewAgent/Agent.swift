@@ -94,7 +94,7 @@ public final class Agent: Sendable {
             try store.write { db in
                 try EventLog.append(
                     AgentEvent(
-                        time: now * 1000, kind: "database-corrupt",
+                        time: now * 1000, kind: .databaseCorrupt,
                         message: "the database was damaged (\(corruption.reason)); it was moved to \(corruption.movedTo) and policy re-imported from the shared directory",
                         data: .object(JSONObject([("movedTo", .string(corruption.movedTo))]))), db)
             }
@@ -167,7 +167,7 @@ public final class Agent: Sendable {
                 logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(entry.version)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: "policy-kept",
+                        time: now, user: user, kind: .policyKept,
                         message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
                         data: .object(JSONObject([("version", .int(Int64(entry.version)))]))))
             case .failClosed:
@@ -175,14 +175,14 @@ public final class Agent: Sendable {
                 logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: "fail-closed",
+                        time: now, user: user, kind: .failClosed,
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
         }
         for user in resolution.failingOpen.sorted() where failOpenReported.withLock({ $0.insert(user).inserted }) {
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: "fail-open",
+                    time: now, user: user, kind: .failOpen,
                     message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
         }
         // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
@@ -193,7 +193,7 @@ public final class Agent: Sendable {
                 logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: "policy-ignored",
+                        time: now, user: user, kind: .policyIgnored,
                         message: "\(user) is an account of uid 0, which is never managed; its policy is ignored"))
             }
         }
@@ -204,12 +204,12 @@ public final class Agent: Sendable {
             logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: "policy-loaded",
+                    time: now, user: user, kind: .policyLoaded,
                     message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
         for user in previous.keys where policies[user] == nil {
-            events.append(AgentEvent(time: now, user: user, kind: "user-unmanaged", message: "\(user) is no longer managed"))
+            events.append(AgentEvent(time: now, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
         }
         // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
         // folder of junk must not fill the journal); files gone from the folder are forgotten.
@@ -239,7 +239,7 @@ public final class Agent: Sendable {
             let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: "record-missing",
+                    time: now, user: user, kind: .recordMissing,
                     message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
@@ -301,7 +301,7 @@ public final class Agent: Sendable {
 
     func runTracker(_ stop: StopFlag) {
         let started = Int64(Date().timeIntervalSince1970 * 1000)
-        recordEvent(AgentEvent(time: started, kind: "agent-started", message: "curfewd \(Agent.version) started"))
+        recordEvent(AgentEvent(time: started, kind: .agentStarted, message: "curfewd \(Agent.version) started"))
         let tracker = Tracker(
             state: state, store: store, catalog: catalog, logger: logger,
             useProcessConnector: configuration.useProcessConnector,
@@ -317,7 +317,7 @@ public final class Agent: Sendable {
             ])
         tracker.run(tickMilliseconds: configuration.tickMilliseconds, until: stop)
         recordEvent(
-            AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: "agent-stopped", message: "curfewd stopped"))
+            AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: .agentStopped, message: "curfewd stopped"))
     }
 
     /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
@@ -333,7 +333,7 @@ public final class Agent: Sendable {
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
                 try EventLog.append(
                     AgentEvent(
-                        time: now, kind: "events-summarised",
+                        time: now, kind: .eventsSummarised,
                         message: "\(count) events older than \(days) days were replaced by daily counts",
                         data: .object(JSONObject([("count", .int(Int64(count))), ("retentionDays", .int(Int64(days)))]))), db)
             }

@@ -289,7 +289,7 @@ public final class Tracker {
             logger.notice("wall clock jumped; no time credited or lost", metadata: ["seconds": "\(seconds)"])
             pendingEvents.append(
                 AgentEvent(
-                    time: now.wall, kind: "clock-jump",
+                    time: now.wall, kind: .clockJump,
                     message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
                     data: .object(JSONObject([("seconds", .int(seconds))]))))
         }
@@ -354,7 +354,7 @@ public final class Tracker {
             logger.notice("systemd-logind is not available: screen time counts while a managed user has processes")
             pendingEvents.append(
                 AgentEvent(
-                    time: last.wall, kind: "logind-unavailable",
+                    time: last.wall, kind: .logindUnavailable,
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
@@ -483,7 +483,7 @@ public final class Tracker {
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
-                time: now, user: user, kind: "app-stopped", message: message,
+                time: now, user: user, kind: .appStopped, message: message,
                 data: .object(
                     JSONObject([
                         ("app", .string(app)), ("reason", .string(reason.word)),
@@ -501,7 +501,7 @@ public final class Tracker {
                 logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
                 pendingEvents.append(
                     AgentEvent(
-                        time: now, user: user, kind: "app-stopped",
+                        time: now, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
                         data: .object(JSONObject([("app", .string(app)), ("count", .int(Int64(count))), ("summary", .bool(true))]))))
             }
