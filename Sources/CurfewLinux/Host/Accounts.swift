@@ -1,5 +1,6 @@
 #if canImport(Glibc)
     import Glibc
+    import CLinux
 #endif
 
 /// Account names and ids (getpwnam_r / getpwuid_r).

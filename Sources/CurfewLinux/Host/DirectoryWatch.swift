@@ -1,5 +1,6 @@
 #if canImport(Glibc)
     import Glibc
+    import CLinux
 #endif
 
 /// inotify on one directory: tells that something in it was created, renamed into it, written or

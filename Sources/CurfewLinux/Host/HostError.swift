@@ -1,5 +1,6 @@
 #if canImport(Glibc)
     import Glibc
+    import CLinux
 #endif
 
 /// A failed system call of the host layer: the call, and errno.

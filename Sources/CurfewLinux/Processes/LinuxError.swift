@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// A system call of the process layer failed: which call (and on what), and errno.
 public struct LinuxError: Error, Sendable, Equatable, CustomStringConvertible {

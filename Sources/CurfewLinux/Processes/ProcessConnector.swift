@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import Synchronization
 
 /// What the kernel's process connector reports, reduced to what tracking needs. PIDs are

@@ -1,5 +1,6 @@
 import CurfewCore
 import Glibc
+import CLinux
 
 /// One live process as the tracker sees it.
 public struct TrackedProcess: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import CLinux
 
 /// A D-Bus value, as `SDBusMessage` reads and appends it.
 public indirect enum SDBusValue: Sendable, Equatable {
