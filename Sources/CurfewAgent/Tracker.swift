@@ -212,7 +212,12 @@ public final class Tracker {
     /// Whether a batch of connector events names a process of a managed user (by its uid now).
     func concernsManagedUser(_ events: [ProcessEvent]) -> Bool {
         let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
-        guard !uids.isEmpty else { return false }
+        return !uids.isEmpty && concerns(events, uids: uids)
+    }
+
+    /// Whether a batch of connector events started or changed a process of one of `uids` (by its uid
+    /// now), or overran so that nobody can tell.
+    func concerns(_ events: [ProcessEvent], uids: Set<UInt32>) -> Bool {
         let cached = sampler.cached
         for event in events {
             switch event {
@@ -254,19 +259,7 @@ public final class Tracker {
     /// Whether a batch of connector events started or changed a process of a user whose apps may
     /// have to be stopped.
     func concernsEnforcedUser(_ events: [ProcessEvent]) -> Bool {
-        guard mayStopSomething else { return false }
-        let cached = sampler.cached
-        for event in events {
-            switch event {
-            case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
-                if let uid = cached[pid]?.uid, enforcedUIDs.contains(uid) { return true }
-            case .overrun:
-                return true
-            case .exit:
-                continue
-            }
-        }
-        return false
+        mayStopSomething && concerns(events, uids: enforcedUIDs)
     }
 
     func apply(_ events: [ProcessEvent]) {
