@@ -11,14 +11,14 @@ public final class DirectoryWatch: Sendable {
     public let path: String
 
     /// inotify_init1 + inotify_add_watch.
-    public init(path: String) throws(HostError) {
+    public init(path: String) throws(LinuxError) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { throw HostError("inotify_init1", errno: errno) }
+        guard fd >= 0 else { throw LinuxError(operation: "inotify_init1", errno: errno) }
         let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
         guard inotify_add_watch(fd, path, mask) >= 0 else {
             let error = errno
             close(fd)
-            throw HostError("inotify_add_watch \(path)", errno: error)
+            throw LinuxError(operation: "inotify_add_watch \(path)", errno: error)
         }
         self.fd = fd
         self.path = path
