@@ -23,9 +23,15 @@ public struct ClockReading: Sendable, Equatable {
         ClockReading(monotonic: read(CLOCK_MONOTONIC), boottime: read(CLOCK_BOOTTIME), wall: read(CLOCK_REALTIME))
     }
 
-    static func read(_ clock: clockid_t) -> Int64 {
+    /// Milliseconds of `clock`: the one place the agent reads a clock.
+    static func read(_ clock: clockid_t) -> Int64 { microseconds(clock) / 1000 }
+
+    /// Microseconds of `clock` (sd-bus counts its timeouts in them). clock_gettime fails only for an
+    /// unknown clock or a bad pointer, neither possible here.
+    static func microseconds(_ clock: clockid_t) -> Int64 {
         var spec = timespec()
-        clock_gettime(clock, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+        let result = clock_gettime(clock, &spec)
+        precondition(result == 0, "clock_gettime(\(clock)) failed: errno \(errno)")
+        return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
     }
 }

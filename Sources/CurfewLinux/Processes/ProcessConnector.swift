@@ -474,9 +474,5 @@ public final class ProcessConnector: Sendable {
         return bytes
     }
 
-    private static func monotonicMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
+    private static func monotonicMilliseconds() -> Int64 { ClockReading.read(CLOCK_MONOTONIC) }
 }
