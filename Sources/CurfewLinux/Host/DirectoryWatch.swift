@@ -12,13 +12,13 @@ public final class DirectoryWatch: Sendable {
 
     /// inotify_init1 + inotify_add_watch.
     public init(path: String) throws(LinuxError) {
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { throw LinuxError(operation: "inotify_init1", errno: errno) }
+        let fd = try LinuxError.check("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
         let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
-        guard inotify_add_watch(fd, path, mask) >= 0 else {
-            let error = errno
+        do {
+            try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd, path, mask) }
+        } catch {
             close(fd)
-            throw LinuxError(operation: "inotify_add_watch \(path)", errno: error)
+            throw error
         }
         self.fd = fd
         self.path = path

@@ -81,20 +81,24 @@ public final class PeerSocketServer: Sendable {
     /// (access is checked per request from the peer's credentials, not by file permissions).
     /// The listening socket is non-blocking: `serve` accepts only what poll said is there.
     public init(path: String, mode: mode_t = 0o666, backlog: Int32 = 512) throws(LinuxError) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
         guard var address = unixAddress(path) else {
-            close(fd)
             throw LinuxError(operation: "socket path \(path) is too long", errno: ENAMETOOLONG)
         }
-        unlink(path)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let fd = try LinuxError.check("socket") {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
-        guard bound == 0, chmod(path, mode) == 0, listen(fd, backlog) == 0 else {
-            let error = errno
+        do {
+            unlink(path)
+            try LinuxError.check("bind \(path)") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+            }
+            try LinuxError.check("chmod \(path)") { chmod(path, mode) }
+            try LinuxError.check("listen \(path)") { listen(fd, backlog) }
+        } catch {
             close(fd)
-            throw LinuxError(operation: "bind/listen \(path)", errno: error)
+            throw error
         }
         self.fd = fd
         self.path = path
