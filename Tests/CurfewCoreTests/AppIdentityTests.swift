@@ -1,0 +1,118 @@
+import CurfewCore
+import Testing
+
+/// Issue 14: which app a process is, when identities are claimed, and how scripts are named.
+@Suite struct AppIdentityTests {
+    static let catalog = AppCatalog(
+        [
+            AppDefinition(
+                name: "quest", displayName: "Quest", category: .game, commandLinePatterns: ["*python3*quest.py*"]),
+            AppDefinition(name: "game", displayName: "Game", category: .game, executablePaths: ["/usr/games/game"]),
+            AppDefinition(name: "homework", displayName: "Homework", category: .education, executableNames: ["homework-tool"]),
+            AppDefinition(
+                name: "launcher", displayName: "Launcher", category: .launcher, executablePaths: ["*/launcher/*"]),
+        ],
+        interpreters: InterpreterSet(interpreters: ["sh", "dash", "bash", "python3*", "java"], loaders: ["ld-linux*.so*"]))
+
+    static func strictness(_ rules: [String: AppRuleKind]) -> (String) -> Int {
+        { rules[$0]?.strictness ?? AppRuleKind.noRuleStrictness }
+    }
+
+    @Test func onlyAnExecutablePathMatchMayTeachAnIdentity() {
+        let path = Self.catalog.resolve(ProcessFacts(executablePath: "/usr/games/game", fileIdentity: "sha256:g"))
+        #expect(path == AppMatch(app: "game", byExecutablePath: true))
+        let name = Self.catalog.resolve(ProcessFacts(executablePath: "/home/kid/homework-tool", fileIdentity: "sha256:g"))
+        #expect(name == AppMatch(app: "homework", byExecutablePath: false))
+        let commandLine = Self.catalog.resolve(
+            ProcessFacts(executablePath: "/usr/bin/python3.11", commandLine: ["python3", "quest.py"]), isInterpreter: true)
+        #expect(commandLine == AppMatch(app: "quest", byExecutablePath: false))
+    }
+
+    @Test func theStrictestClaimWins() {
+        // A blocked game copied to an allowed app's name stays blocked, and so does the real game.
+        let rules: [String: AppRuleKind] = ["game": .block, "homework": .allow]
+        let copy = ProcessFacts(executablePath: "/home/kid/homework-tool", fileIdentity: "sha256:g")
+        #expect(Self.catalog.resolve(copy, claimed: ["game"], strictness: Self.strictness(rules)).app == "game")
+        let real = ProcessFacts(executablePath: "/usr/games/game", fileIdentity: "sha256:g")
+        #expect(Self.catalog.resolve(real, claimed: ["homework", "game"], strictness: Self.strictness(rules)).app == "game")
+        // Limit over no rule over allow.
+        let limited: [String: AppRuleKind] = ["launcher": .limit(minutes: 30), "homework": .allow]
+        #expect(
+            Self.catalog.resolve(copy, claimed: ["launcher"], strictness: Self.strictness(limited)).app == "launcher")
+        #expect(Self.catalog.resolve(copy, claimed: ["other"], strictness: Self.strictness(limited)).app == "other")
+        // Equal: the catalog's own match.
+        #expect(Self.catalog.resolve(real, claimed: ["launcher"]).app == "game")
+    }
+
+    @Test func anInterpretersIdentityClaimsNothingAndItsScriptIsTheApp() {
+        let homework = ProcessFacts(
+            executablePath: "/usr/bin/python3.11", commandLine: ["python3", "homework.py"], fileIdentity: "sha256:py")
+        #expect(Self.catalog.resolve(homework, claimed: ["quest"], isInterpreter: true).app == "homework.py")
+        #expect(Self.catalog.resolve(homework, claimed: ["quest"], isInterpreter: false).app == "quest")
+    }
+
+    struct ScriptCase: Sendable, CustomTestStringConvertible {
+        let commandLine: [String]
+        let name: String?
+        var testDescription: String { commandLine.joined(separator: " ") }
+    }
+
+    static let scripts: [ScriptCase] = [
+        ScriptCase(commandLine: ["sh", "mygame.sh"], name: "mygame.sh"),
+        ScriptCase(commandLine: ["bash", "./mygame.sh", "--level", "3"], name: "mygame.sh"),
+        ScriptCase(commandLine: ["/bin/sh", "/home/kid/games/mygame.sh"], name: "mygame.sh"),
+        ScriptCase(commandLine: ["python3", "mygame.py"], name: "mygame.py"),
+        ScriptCase(commandLine: ["python3", "-u", "-B", "mygame.py"], name: "mygame.py"),
+        ScriptCase(commandLine: ["bash", "--", "mygame.sh"], name: "mygame.sh"),
+        ScriptCase(commandLine: ["java", "-Xmx2g", "-Dx=y", "-jar", "game.jar"], name: "game.jar"),
+        ScriptCase(commandLine: ["java", "-cp", "lib.jar", "Main"], name: "Main"),
+        ScriptCase(commandLine: ["sh", "-c", "mygame.sh"], name: nil),
+        ScriptCase(commandLine: ["bash", "-lc", "mygame.sh"], name: nil),
+        ScriptCase(commandLine: ["python3", "-m", "mygame"], name: nil),
+        ScriptCase(commandLine: ["perl", "-e", "print 1"], name: nil),
+        ScriptCase(commandLine: ["-bash"], name: nil),
+        ScriptCase(commandLine: ["bash", "-i"], name: nil),
+        ScriptCase(commandLine: [], name: nil),
+    ]
+
+    @Test(arguments: scripts)
+    func scriptName(_ script: ScriptCase) {
+        #expect(InterpreterSet.scriptName(commandLine: script.commandLine) == script.name)
+    }
+
+    @Test func claimsAreScopedAndConflictsReportedOnce() {
+        var claims = IdentityClaims()
+        #expect(claims.claim(["sha256:g", "build-id:01"], app: "game", scope: .everyone).isEmpty)
+        #expect(claims.claim(["sha256:g"], app: "game", scope: .everyone).isEmpty)
+        let conflicts = claims.claim(["build-id:01"], app: "launcher", scope: .user(1001))
+        #expect(conflicts == [IdentityClaims.Conflict(identity: "build-id:01", apps: ["game", "launcher"])])
+        #expect(claims.claim(["build-id:01"], app: "launcher", scope: .user(1002)).isEmpty, "once per pair")
+        #expect(claims.apps(claiming: ["build-id:01"], uid: 1001) == ["game", "launcher"])
+        #expect(claims.apps(claiming: ["build-id:01"], uid: 1003) == ["game"], "another child's claim does not apply")
+        #expect(claims.apps(claiming: ["sha256:other"], uid: 1001).isEmpty)
+    }
+
+    @Test func userClaimsPastCapacityAreDroppedNotSystemOnes() {
+        var claims = IdentityClaims(capacity: 4)
+        claims.claim(["sha256:system"], app: "game", scope: .everyone)
+        for index in 0..<10 { claims.claim(["sha256:\(index)"], app: "x", scope: .user(1001)) }
+        #expect(claims.count <= 4)
+        #expect(claims.apps(claiming: ["sha256:system"], uid: 1001) == ["game"])
+    }
+
+    @Test func interpreterListsDecodeAndAddUp() throws {
+        let files: [(name: String, bytes: [UInt8])] = [
+            ("interpreters.json", Array(#"{"interpreters": ["sh", "python3*"], "loaders": ["ld-linux*.so*"]}"#.utf8)),
+            ("local.json", Array(#"{"interpreters": ["tclsh", "sh"]}"#.utf8)),
+        ]
+        let catalog = try AppCatalog.decode(files: files)
+        #expect(catalog.definitions.isEmpty)
+        #expect(catalog.interpreters == InterpreterSet(interpreters: ["sh", "python3*", "tclsh"], loaders: ["ld-linux*.so*"]))
+        #expect(throws: PolicyError.self) {
+            try AppCatalog.decode(files: [("bad.json", Array(#"{"interpreters": ["/bin/sh"]}"#.utf8))])
+        }
+        #expect(throws: PolicyError.self) {
+            try AppCatalog.decode(files: [("bad.json", Array(#"{"interpreters": ["sh"], "extra": 1}"#.utf8))])
+        }
+    }
+}
