@@ -20,12 +20,21 @@ public final class Tracker {
     let flushInterval: Int64
     let systemZone: ZoneRules
 
-    /// File identity -> catalog app, learnt from literal catalog paths and from matched processes, so
-    /// a renamed copy of a known binary is still that app.
-    var knownIdentities: [String: String] = [:]
+    /// Executable identities (content hash, build-id) -> the apps that claimed them, learnt from
+    /// literal catalog paths, from processes a catalog app matched by executable path, and from
+    /// programs a `--by-name` rule named, so a renamed, copied or modified binary is still that app.
+    var claims = IdentityClaims()
+    /// The identities of the interpreters and loaders installed on the system (the catalog's globs,
+    /// looked up in the usual directories): a renamed copy of one is one too, and never claimed.
+    let interpreterIdentities: Set<String>
+    let loaderIdentities: Set<String>
+    /// Each managed user's app rules, by uid: which of several apps claiming a binary is the strictest.
+    var rulesByUID: [UInt32: [String: AppRuleKind]] = [:]
+    /// Changes with the claims and the rules: a cached app is only good for the generation it was found in.
+    var matchGeneration: UInt64 = 0
     /// The app of each process, as long as the process is the same one with the same facts (an exec
     /// keeps the PID and start time but changes the executable: a launcher becomes the game).
-    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, app: String)] = [:]
+    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, generation: UInt64, app: String)] = [:]
     var pending: [UsageKey: Int64] = [:]
     var pendingEvents: [AgentEvent] = []
     var last: ClockReading
@@ -75,6 +84,7 @@ public final class Tracker {
         self.logger = logger
         self.identities = FileIdentityCache()
         self.sampler = ProcessSampler(identities: identities)
+        (interpreterIdentities, loaderIdentities) = Self.installedInterpreters(catalog.interpreters, identities: identities)
         var connector: ProcessConnector? = nil
         if useProcessConnector {
             do {
@@ -88,10 +98,69 @@ public final class Tracker {
         self.systemZone = ZoneRules(TimeZone.current)
         self.last = clock()
         self.lastFlush = last.monotonic
+        let interpreters = catalog.interpreters
+        let loaderIdentities = self.loaderIdentities
+        sampler.isLoader = { path, identity in
+            interpreters.isLoader(path) || (identity?.all.contains(where: loaderIdentities.contains) ?? false)
+        }
         for definition in catalog.definitions {
             for path in definition.executablePaths where !path.contains(where: { "*?[".contains($0) }) {
-                if let identity = identities.identity(ofFile: path) { knownIdentities[identity] = definition.name }
+                guard let identity = identities.identities(ofFile: path),
+                    !interpreters.isInterpreter(path), !identity.all.contains(where: interpreterIdentities.contains)
+                else { continue }
+                learn(identity.all, app: definition.name, scope: identity.owner == 0 ? .everyone : .user(identity.owner))
             }
+        }
+    }
+
+    /// Directories where interpreters and loaders are installed.
+    static let interpreterDirectories = [
+        "/bin", "/usr/bin", "/usr/local/bin", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu", "/usr/lib/i386-linux-gnu",
+    ]
+
+    /// The identities of the files in `interpreterDirectories` (and each JVM's `bin`) whose names the
+    /// catalog lists as interpreters, and those of its loaders.
+    static func installedInterpreters(_ set: InterpreterSet, identities: FileIdentityCache) -> (Set<String>, Set<String>) {
+        var interpreters = Set<String>()
+        var loaders = Set<String>()
+        guard !set.interpreters.isEmpty || !set.loaders.isEmpty else { return ([], []) }
+        let files = FileManager.default
+        var directories = interpreterDirectories
+        for jvm in (try? files.contentsOfDirectory(atPath: "/usr/lib/jvm")) ?? [] { directories.append("/usr/lib/jvm/\(jvm)/bin") }
+        for directory in directories {
+            for name in (try? files.contentsOfDirectory(atPath: directory)) ?? [] where set.isInterpreter(name) {
+                guard let identity = identities.identities(ofFile: "\(directory)/\(name)") else { continue }
+                interpreters.formUnion(identity.all)
+                if set.isLoader(name) { loaders.formUnion(identity.all) }
+            }
+        }
+        return (interpreters, loaders)
+    }
+
+    /// Records that `app` claims `identities`; a second app claiming one is logged once.
+    func learn(_ identities: [String], app: String, scope: IdentityClaims.Scope) {
+        let before = claims.generation
+        for conflict in claims.claim(identities, app: app, scope: scope) {
+            logger.notice(
+                "several apps claim one executable; the strictest rule applies",
+                metadata: ["identity": "\(conflict.identity)", "apps": "\(conflict.apps.joined(separator: ","))"])
+        }
+        if claims.generation != before { matchGeneration &+= 1 }
+    }
+
+    /// Takes each managed user's app rules from `policies`.
+    func refreshRules(_ policies: [String: Policy]) {
+        var table: [UInt32: [String: AppRuleKind]] = [:]
+        for (user, policy) in policies {
+            guard let uid = accounts[user]?.uid else { continue }
+            var rules: [String: AppRuleKind] = [:]
+            for rule in policy.apps where rules[rule.app] == nil { rules[rule.app] = rule.rule }
+            table[uid] = rules
+        }
+        if table != rulesByUID {
+            rulesByUID = table
+            matchGeneration &+= 1
         }
     }
 
@@ -128,6 +197,8 @@ public final class Tracker {
                 var wait = due - now
                 if stopper.pending > 0 { wait = min(wait, 100) }
                 if connector == nil && mayStopSomething { wait = min(wait, enforcementPollMilliseconds) }
+                // A loader that has not mapped its program yet does so within microseconds: look again soon.
+                if !sampler.unresolvedLoaders.isEmpty { wait = min(wait, 2) }
                 wait = max(1, wait)
                 // Counting only looks at processes at the tick: unless an app may have to be stopped
                 // at its exec, or nobody is active (then only uid changes come), the connector's
@@ -153,6 +224,7 @@ public final class Tracker {
                         enforceApps()
                     }
                 }
+                if !sampler.unresolvedLoaders.isEmpty && sampler.lookAgainAtLoaders() && mayStopSomething { enforceApps() }
                 if wake.drain() { tickNow = true }
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
@@ -326,7 +398,7 @@ public final class Tracker {
     func zone(for policy: Policy) -> ZoneRules { Schedule.zone(for: policy, system: systemZone) }
 
     /// The apps managed users run, by uid, as of the sampler's `changes` and the managed uids.
-    var appsByUID: (changes: UInt64, uids: Set<UInt32>, apps: [UInt32: Set<String>])? = nil
+    var appsByUID: (changes: UInt64, generation: UInt64, uids: Set<UInt32>, apps: [UInt32: Set<String>])? = nil
     /// Without the process connector, how many managed processes have their executable checked each
     /// tick (one readlink each): all of them up to this many, else in turn, so a launcher's exec among
     /// thousands of processes is seen within a few ticks and a tick stays well under a millisecond.
@@ -358,6 +430,7 @@ public final class Tracker {
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
+        refreshRules(policies)
         followManagedUIDs()
         let managedUIDs = Set(policies.keys.compactMap { accounts[$0]?.uid })
         if connector == nil {
@@ -367,7 +440,9 @@ public final class Tracker {
         }
         // The same processes with the same facts as at the last tick: the same apps, and no pass
         // over the processes at all.
-        if appsByUID == nil || appsByUID?.changes != sampler.changes || appsByUID?.uids != managedUIDs {
+        if appsByUID == nil || appsByUID?.changes != sampler.changes || appsByUID?.uids != managedUIDs
+            || appsByUID?.generation != matchGeneration
+        {
             let processes = sampler.cached
             // Forget the apps of processes that are gone (without connector events nothing else does).
             if appOfProcess.count > processes.count * 2 + 64 {
@@ -377,7 +452,7 @@ public final class Tracker {
             for process in processes.values where managedUIDs.contains(process.uid) {
                 apps[process.uid, default: []].insert(app(of: process))
             }
-            appsByUID = (sampler.changes, managedUIDs, apps)
+            appsByUID = (sampler.changes, matchGeneration, managedUIDs, apps)
         }
         let appsOf = appsByUID?.apps ?? [:]
         var newObservations: [String: UserObservation] = [:]
@@ -419,6 +494,7 @@ public final class Tracker {
             mayStopSomething = !enforced.isEmpty
         }
         guard !policies.isEmpty else { return }
+        refreshRules(policies)
         let processes = sampler.cached
         let now = clock().wall
         for user in policies.keys.sorted() {
@@ -515,16 +591,33 @@ public final class Tracker {
         }
     }
 
+    /// The app `process` is counted and ruled under (`AppCatalog.resolve`), learning its identity
+    /// when that is safe: a catalog app's executable-path match, or a program a `--by-name` rule of
+    /// its user names; never an interpreter's or a loader's.
     func app(of process: TrackedProcess) -> String {
-        if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts {
+        if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts,
+            known.generation == matchGeneration
+        {
             return known.app
         }
-        let app = catalog.match(process.facts, knownIdentities: knownIdentities)
-        if let identity = process.facts.fileIdentity, catalog.definition(named: app) != nil, knownIdentities[identity] == nil {
-            knownIdentities[identity] = app
+        let facts = process.facts
+        let identities = facts.identities
+        let interpreter =
+            catalog.interpreters.isInterpreter(facts.executablePath ?? "")
+            || identities.contains(where: interpreterIdentities.contains)
+        let rules = rulesByUID[process.uid] ?? [:]
+        let match = catalog.resolve(
+            facts, claimed: interpreter ? [] : claims.apps(claiming: identities, uid: process.uid), isInterpreter: interpreter
+        ) { rules[$0]?.strictness ?? AppRuleKind.noRuleStrictness }
+        if !interpreter && !identities.isEmpty {
+            if match.byExecutablePath {
+                learn(identities, app: match.app, scope: facts.executableOwner == 0 ? .everyone : .user(process.uid))
+            } else if rules[match.app] != nil && catalog.definition(named: match.app) == nil {
+                learn(identities, app: match.app, scope: .user(process.uid))
+            }
         }
-        appOfProcess[process.pid] = (process.startTime, process.facts, app)
-        return app
+        appOfProcess[process.pid] = (process.startTime, process.facts, matchGeneration, match.app)
+        return match.app
     }
 
     /// Today's totals as stored plus what is pending.
