@@ -521,7 +521,7 @@ public struct AppCatalog: Sendable {
     /// limit over no rule over allow), so a child cannot make a blocked game an allowed app by
     /// copying it; on a tie the catalog's own match, then the first name.
     ///
-    /// A process that matches nothing is named by its file: a script an interpreter runs
+    /// A process that matches nothing is named by its file (`fileName`): a script an interpreter runs
     /// (`isInterpreter`; `sh mygame.sh` is `mygame.sh`), else its executable's basename, else its
     /// first argument's basename, else `unknown`. An interpreter's identity claims nothing.
     public func resolve(
@@ -539,19 +539,26 @@ public struct AppCatalog: Sendable {
         }) {
             return AppMatch(app: best, byExecutablePath: best == direct?.app && direct?.byExecutablePath == true)
         }
+        return AppMatch(app: fileName(facts, isInterpreter: isInterpreter))
+    }
+
+    /// The name of a process no app claims: its script, executable or first argument's file name.
+    /// A file that happens to carry a catalog app's name without matching it is not that app: its
+    /// name gets ` (other)` (a homework program called `supertuxkart` is not the game).
+    func fileName(_ facts: ProcessFacts, isInterpreter: Bool) -> String {
         // Names a process chose (argv[0] can be any length): cut to what a usage summary holds, so
         // the same name is kept in the database, shown in reports and shared with other computers.
-        if isInterpreter, let script = InterpreterSet.scriptName(commandLine: facts.commandLine) {
-            return AppMatch(app: script)
-        }
+        var name = "unknown"
         let path = facts.executablePath.map(Self.withoutDeletedMarker)
-        if let path, !Self.basename(path).isEmpty {
-            return AppMatch(app: Self.basename(path).prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes))
+        if isInterpreter, let script = InterpreterSet.scriptName(commandLine: facts.commandLine) {
+            name = script
+        } else if let path, !Self.basename(path).isEmpty {
+            name = Self.basename(path)
+        } else if let first = facts.commandLine.first, !Self.basename(first).isEmpty {
+            name = Self.basename(first)
         }
-        if let first = facts.commandLine.first, !Self.basename(first).isEmpty {
-            return AppMatch(app: Self.basename(first).prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes))
-        }
-        return AppMatch(app: "unknown")
+        if byName[name] != nil { name = name.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes - 8) + " (other)" }
+        return name.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
     }
 
     /// The catalog app that claims the process by its matchers, and whether by executable path.

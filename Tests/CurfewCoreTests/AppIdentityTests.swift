@@ -51,6 +51,15 @@ import Testing
         #expect(Self.catalog.resolve(homework, claimed: ["quest"], isInterpreter: false).app == "quest")
     }
 
+    @Test func aFileCarryingACatalogNameWithoutMatchingIsNotThatApp() {
+        // `game` is matched by its path only: another program called `game` is not the game.
+        #expect(Self.catalog.resolve(ProcessFacts(executablePath: "/home/kid/bin/game")).app == "game (other)")
+        #expect(Self.catalog.resolve(ProcessFacts(executablePath: "/usr/games/game")).app == "game")
+        #expect(
+            Self.catalog.resolve(ProcessFacts(executablePath: "/usr/bin/dash", commandLine: ["sh", "quest"]), isInterpreter: true).app
+                == "quest (other)")
+    }
+
     struct ScriptCase: Sendable, CustomTestStringConvertible {
         let commandLine: [String]
         let name: String?
