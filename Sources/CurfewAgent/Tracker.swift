@@ -34,7 +34,9 @@ public final class Tracker {
     var matchGeneration: UInt64 = 0
     /// The app of each process, as long as the process is the same one with the same facts (an exec
     /// keeps the PID and start time but changes the executable: a launcher becomes the game).
-    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, generation: UInt64, app: String)] = [:]
+    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, generation: UInt64, app: String, counted: String)] = [:]
+    /// Program file name -> desktop entry id, from the system's desktop entries (read at start).
+    let desktopPrograms: [String: String]
     var pending: [UsageKey: Int64] = [:]
     var pendingEvents: [AgentEvent] = []
     var last: ClockReading
@@ -85,6 +87,7 @@ public final class Tracker {
         self.identities = FileIdentityCache()
         self.sampler = ProcessSampler(identities: identities)
         (interpreterIdentities, loaderIdentities) = Self.installedInterpreters(catalog.interpreters, identities: identities)
+        desktopPrograms = DesktopEntries.load()
         var connector: ProcessConnector? = nil
         if useProcessConnector {
             do {
@@ -449,8 +452,10 @@ public final class Tracker {
                 appOfProcess = appOfProcess.filter { processes[$0.key]?.startTime == $0.value.startTime }
             }
             var apps: [UInt32: Set<String>] = [:]
+            // Counted under their reported names: catalog apps, desktop apps, programs of the family's
+            // own, else `terminal` (what is stopped is decided on the app names, in `enforceApps`).
             for process in processes.values where managedUIDs.contains(process.uid) {
-                apps[process.uid, default: []].insert(app(of: process))
+                apps[process.uid, default: []].insert(countedName(of: process))
             }
             appsByUID = (sampler.changes, matchGeneration, managedUIDs, apps)
         }
@@ -594,11 +599,16 @@ public final class Tracker {
     /// The app `process` is counted and ruled under (`AppCatalog.resolve`), learning its identity
     /// when that is safe: a catalog app's executable-path match, or a program a `--by-name` rule of
     /// its user names; never an interpreter's or a loader's.
-    func app(of process: TrackedProcess) -> String {
+    func app(of process: TrackedProcess) -> String { names(of: process).app }
+
+    /// The app a process counts under in reports and status (`AppCatalog.countedName`).
+    func countedName(of process: TrackedProcess) -> String { names(of: process).counted }
+
+    func names(of process: TrackedProcess) -> (app: String, counted: String) {
         if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts,
             known.generation == matchGeneration
         {
-            return known.app
+            return (known.app, known.counted)
         }
         let facts = process.facts
         let identities = facts.identities
@@ -616,8 +626,12 @@ public final class Tracker {
                 learn(identities, app: match.app, scope: .user(process.uid))
             }
         }
-        appOfProcess[process.pid] = (process.startTime, process.facts, matchGeneration, match.app)
-        return match.app
+        let desktopPrograms = self.desktopPrograms
+        let counted = catalog.countedName(
+            of: match.app, facts: facts, isInterpreter: interpreter, hasRule: rules[match.app] != nil
+        ) { desktopPrograms[$0] }
+        appOfProcess[process.pid] = (process.startTime, process.facts, matchGeneration, match.app, counted)
+        return (match.app, counted)
     }
 
     /// Today's totals as stored plus what is pending.

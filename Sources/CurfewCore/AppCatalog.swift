@@ -386,6 +386,13 @@ public struct InterpreterSet: Sendable, Equatable {
     /// program comes from the command line itself (`sh -c ...`, `python3 -m ...`, `perl -e ...`) or
     /// there is none (an interactive shell).
     public static func scriptName(commandLine: [String]) -> String? {
+        guard let index = scriptIndex(commandLine: commandLine) else { return nil }
+        let name = AppCatalog.basename(commandLine[index])
+        return name.isEmpty ? nil : name.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
+    }
+
+    /// Where in `commandLine` the script `scriptName` names is.
+    public static func scriptIndex(commandLine: [String]) -> Int? {
         var index = 1
         while index < commandLine.count {
             let argument = commandLine[index]
@@ -410,9 +417,7 @@ public struct InterpreterSet: Sendable, Equatable {
             }
             index += 1
         }
-        guard index < commandLine.count else { return nil }
-        let name = AppCatalog.basename(commandLine[index])
-        return name.isEmpty ? nil : name.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
+        return index < commandLine.count ? index : nil
     }
 }
 
@@ -592,5 +597,112 @@ public struct AppCatalog: Sendable {
 
     public static func withoutDeletedMarker(_ path: String) -> String {
         path.hasSuffix(" (deleted)") ? String(path.dropLast(" (deleted)".count)) : path
+    }
+}
+
+// MARK: - What reports count a process under
+
+extension AppCatalog {
+    /// The directories of the system's own programs: a program elsewhere (a home directory, /tmp,
+    /// /opt, /usr/local, a memfd) is something the family installed or made, reported by its name.
+    public static let systemDirectories = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/libx32/"]
+    /// The app the system's command-line tools (`sleep`, `cat`, `script`, ...) count under.
+    public static let terminalApp = "terminal"
+
+    public static func isSystemPath(_ path: String) -> Bool {
+        systemDirectories.contains { path.hasPrefix($0) } && !path.hasPrefix("/usr/local/")
+    }
+
+    /// The app a process counts under in reports and status, given the app it is ruled under
+    /// (`resolve`): a catalog app, an app a rule names and session plumbing stay as they are; else
+    /// a desktop app by its desktop entry (from the unit a desktop started it in, else from
+    /// `desktopEntry`, the desktop entries whose `Exec` names the program); else a program or script
+    /// from outside the system's directories by its file name; else `terminal`. Blocking and screen
+    /// time do not change: only the name time is reported under.
+    public func countedName(
+        of app: String, facts: ProcessFacts, isInterpreter: Bool, hasRule: Bool,
+        desktopEntry: (String) -> String? = { _ in nil }
+    ) -> String {
+        if hasRule || definition(named: app) != nil || Accounting.sessionPlumbing.contains(app) { return app }
+        if let unit = facts.systemdUnit, let entry = Self.desktopEntry(unit: unit) { return entry }
+        let path = facts.executablePath.map(Self.withoutDeletedMarker) ?? ""
+        if isInterpreter {
+            // A script: named unless it is one of the system's own (an absolute path in its directories).
+            guard let index = InterpreterSet.scriptIndex(commandLine: facts.commandLine) else { return Self.terminalApp }
+            let script = facts.commandLine[index]
+            return script.hasPrefix("/") && Self.isSystemPath(script) ? Self.terminalApp : app
+        }
+        if !path.isEmpty, let entry = desktopEntry(Self.basename(path)) { return entry }
+        if !path.isEmpty && !Self.isSystemPath(path) { return app }
+        return Self.terminalApp
+    }
+
+    /// The desktop entry id of a unit a desktop started an app in, as systemd's desktop-environment
+    /// convention names them: `app[-<launcher>]-<entry>-<random>.scope` or
+    /// `app[-<launcher>]-<entry>@<random>.service`, dashes in the entry escaped as `\x2d`
+    /// (`app-gnome-org.gnome.Maps-1234.scope` → `org.gnome.Maps`). Flatpak units are left to the catalog.
+    public static func desktopEntry(unit: String) -> String? {
+        guard unit.hasPrefix("app-"), !unit.hasPrefix("app-flatpak-") else { return nil }
+        var name = Substring(unit.dropFirst(4))
+        if name.hasSuffix(".scope") {
+            name = name.dropLast(6)
+            guard let dash = name.lastIndex(of: "-") else { return nil }
+            name = name[..<dash]
+        } else if name.hasSuffix(".service") {
+            name = name.dropLast(8)
+            if let at = name.firstIndex(of: "@") { name = name[..<at] }
+        } else {
+            return nil
+        }
+        // What is left is `[<launcher>-]<entry>`; the entry's own dashes are escaped.
+        if let dash = name.firstIndex(of: "-") { name = name[name.index(after: dash)...] }
+        let entry = Self.unescapeUnit(name)
+        return entry.isEmpty ? nil : entry.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
+    }
+
+    static func unescapeUnit(_ escaped: Substring) -> String {
+        guard escaped.contains("\\") else { return String(escaped) }
+        var bytes: [UInt8] = []
+        let utf8 = Array(escaped.utf8)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count, utf8[index + 1] == UInt8(ascii: "x"),
+                let value = UInt8(String(decoding: utf8[(index + 2)...(index + 3)], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+                index += 4
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The program a desktop entry's `Exec` line starts, by its file name (`Exec=env FOO=1 /usr/bin/gedit %U`
+    /// → `gedit`); nil for an empty line.
+    public static func desktopExecProgram(_ exec: String) -> String? {
+        // Words separated by spaces; a double-quoted word may hold spaces (the Desktop Entry spec's quoting).
+        var words: [String] = []
+        var word = ""
+        var quoted = false
+        for character in exec {
+            if character == "\"" {
+                quoted.toggle()
+            } else if character == " " && !quoted {
+                if !word.isEmpty { words.append(word) }
+                word = ""
+            } else {
+                word.append(character)
+            }
+        }
+        if !word.isEmpty { words.append(word) }
+        var rest = words[...]
+        if rest.first == "env" || rest.first == "/usr/bin/env" {
+            rest = rest.dropFirst().drop { $0.contains("=") || $0.hasPrefix("-") }
+        }
+        guard let first = rest.first else { return nil }
+        let name = basename(first)
+        return name.isEmpty ? nil : name
     }
 }

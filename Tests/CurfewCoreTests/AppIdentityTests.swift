@@ -124,4 +124,69 @@ import Testing
             try AppCatalog.decode(files: [("bad.json", Array(#"{"interpreters": ["sh"], "extra": 1}"#.utf8))])
         }
     }
+
+    struct CountedCase: Sendable, CustomTestStringConvertible {
+        let label: String
+        let app: String
+        let facts: ProcessFacts
+        var isInterpreter = false
+        var hasRule = false
+        let counted: String
+        var testDescription: String { label }
+    }
+
+    static let countedCases: [CountedCase] = [
+        CountedCase(label: "a catalog app", app: "game", facts: ProcessFacts(executablePath: "/usr/games/game"), counted: "game"),
+        CountedCase(label: "a system tool", app: "sleep", facts: ProcessFacts(executablePath: "/usr/bin/sleep"), counted: "terminal"),
+        CountedCase(label: "script(1)", app: "script", facts: ProcessFacts(executablePath: "/usr/bin/script"), counted: "terminal"),
+        CountedCase(label: "session plumbing stays out", app: "bash", facts: ProcessFacts(executablePath: "/usr/bin/bash"), counted: "bash"),
+        CountedCase(
+            label: "a program in a home directory", app: "mygame",
+            facts: ProcessFacts(executablePath: "/home/kid/bin/mygame"), counted: "mygame"),
+        CountedCase(label: "/usr/local", app: "tool", facts: ProcessFacts(executablePath: "/usr/local/bin/tool"), counted: "tool"),
+        CountedCase(label: "/opt", app: "thing", facts: ProcessFacts(executablePath: "/opt/thing/thing"), counted: "thing"),
+        CountedCase(
+            label: "a system tool with a rule", app: "sleep", facts: ProcessFacts(executablePath: "/usr/bin/sleep"), hasRule: true,
+            counted: "sleep"),
+        CountedCase(
+            label: "a desktop app by its scope", app: "gnome-maps",
+            facts: ProcessFacts(executablePath: "/usr/bin/gjs-console", systemdUnit: "app-gnome-org.gnome.Maps-1234.scope"),
+            counted: "org.gnome.Maps"),
+        CountedCase(
+            label: "a desktop app by its Exec", app: "gedit", facts: ProcessFacts(executablePath: "/usr/bin/gedit"),
+            counted: "org.gnome.gedit"),
+        CountedCase(
+            label: "a script of the child's", app: "homework.py",
+            facts: ProcessFacts(executablePath: "/usr/bin/python3.11", commandLine: ["python3", "homework.py"]), isInterpreter: true,
+            counted: "homework.py"),
+        CountedCase(
+            label: "a system script", app: "lsb_release",
+            facts: ProcessFacts(executablePath: "/usr/bin/python3.11", commandLine: ["python3", "/usr/bin/lsb_release"]),
+            isInterpreter: true, counted: "terminal"),
+        CountedCase(
+            label: "python3 -c", app: "python3.11",
+            facts: ProcessFacts(executablePath: "/usr/bin/python3.11", commandLine: ["python3", "-c", "1"]), isInterpreter: true,
+            counted: "terminal"),
+    ]
+
+    @Test(arguments: countedCases)
+    func countedName(_ countedCase: CountedCase) {
+        let counted = Self.catalog.countedName(
+            of: countedCase.app, facts: countedCase.facts, isInterpreter: countedCase.isInterpreter, hasRule: countedCase.hasRule
+        ) { $0 == "gedit" ? "org.gnome.gedit" : nil }
+        #expect(counted == countedCase.counted)
+    }
+
+    @Test func desktopEntriesOfUnits() {
+        #expect(AppCatalog.desktopEntry(unit: "app-gnome-org.gnome.Maps-1234.scope") == "org.gnome.Maps")
+        #expect(AppCatalog.desktopEntry(unit: "app-org.gnome.Maps-1234.scope") == "org.gnome.Maps")
+        #expect(AppCatalog.desktopEntry(unit: "app-kde-org.kde.kate@a1b2.service") == "org.kde.kate")
+        #expect(AppCatalog.desktopEntry(unit: "app-gnome-minecraft\\x2dlauncher-42.scope") == "minecraft-launcher")
+        #expect(AppCatalog.desktopEntry(unit: "vte-spawn-6f1c.scope") == nil)
+        #expect(AppCatalog.desktopEntry(unit: "session-3.scope") == nil)
+        #expect(AppCatalog.desktopEntry(unit: "app-flatpak-org.mozilla.firefox-1.scope") == nil)
+        #expect(AppCatalog.desktopExecProgram("env FOO=1 /usr/bin/gedit %U") == "gedit")
+        #expect(AppCatalog.desktopExecProgram("\"/opt/My App/app\" --x") == "app")
+        #expect(AppCatalog.desktopExecProgram("") == nil)
+    }
 }

@@ -120,3 +120,25 @@ import Testing
         #expect(facts.fileIdentity == FileIdentityCache().identity(ofFile: "/bin/sleep"))
     }
 }
+
+@Suite struct DesktopEntriesTests {
+    @Test func theProgramOfAnEntry() {
+        #expect(DesktopEntries.program(of: "[Desktop Entry]\nType=Application\nName=Maps\nExec=gnome-maps %U\n") == "gnome-maps")
+        #expect(DesktopEntries.program(of: "[Desktop Entry]\nType=Application\nExec=htop\nTerminal=true\n") == nil)
+        #expect(DesktopEntries.program(of: "[Desktop Entry]\nType=Application\nExec=x\nNoDisplay=true\n") == nil)
+        #expect(DesktopEntries.program(of: "[Desktop Entry]\nType=Link\nExec=x\n") == nil)
+        #expect(DesktopEntries.program(of: "[Desktop Action new]\nExec=other\n[Desktop Entry]\nExec=main --new\n") == "main")
+    }
+
+    @Test func entriesOfADirectory() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("desktop-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data("[Desktop Entry]\nType=Application\nExec=/usr/bin/gedit %U\n".utf8)
+            .write(to: directory.appendingPathComponent("org.gnome.gedit.desktop"))
+        try Data("[Desktop Entry]\nType=Application\nExec=htop\nTerminal=true\n".utf8)
+            .write(to: directory.appendingPathComponent("htop.desktop"))
+        try Data("not a desktop file".utf8).write(to: directory.appendingPathComponent("README"))
+        #expect(DesktopEntries.load(directories: [directory.path, "/nonexistent"]) == ["gedit": "org.gnome.gedit"])
+    }
+}

@@ -236,4 +236,26 @@ struct AppIdentityEndToEndTests {
     @Test func everyBypassIsStoppedOnEveryRelaunchAndNothingInnocentIsPolling() throws {
         try bypassesAreStoppedAndInnocentsRun(connector: false)
     }
+
+    /// Reports count the system's tools as `terminal`: a child who ran `sleep` in a shell and the game
+    /// shows `terminal` and the game, never `sleep`.
+    @Test func aShellsToolsCountAsTerminalAndTheGameAsItself() throws {
+        let setup = try setUp()
+        let runner = setup.runner
+        defer { runner.cleanUp() }
+        let agent = try agent(runner, connector: true)
+        let kid = setup.otherChild
+        let shell = try base.runAs(kid, "/bin/sh", ["-c", "sleep 600; true"])
+        let game = try base.runAs(kid, setup.game, ["600"])
+        usleep(2_500_000)
+        stop([shell, game])
+        usleep(300_000)
+        #expect(agent.stop() == 0)
+        let (screen, apps) = try base.report(runner, kid.name)
+        #expect(screen >= 2, "\(screen)")
+        #expect(apps["sleep"] == nil, "\(apps)")
+        #expect((apps["testgame"] ?? 0) >= 2, "\(apps)")
+        #expect((apps["terminal"] ?? 0) >= 2, "\(apps)")
+        #expect(Set(apps.keys) == ["testgame", "terminal"], "\(apps)")
+    }
 }
