@@ -1,3 +1,4 @@
+import CLinux
 import CurfewCore
 import Glibc
 
