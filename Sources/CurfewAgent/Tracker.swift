@@ -35,6 +35,11 @@ public final class Tracker {
     /// The app of each process, as long as the process is the same one with the same facts (an exec
     /// keeps the PID and start time but changes the executable: a launcher becomes the game).
     var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, generation: UInt64, app: String, counted: String)] = [:]
+    /// Managed users' subordinate uid ranges (`/etc/subuid`) and the uid each belongs to: processes in
+    /// a child's user namespaces run under them and are the child's. Read again every 30 s.
+    var subordinateUIDs: [(range: SubordinateRange, owner: UInt32)] = []
+    var subordinatesReadAt: Int64? = nil
+    var subordinateFile = "/etc/subuid"
     /// Program file name -> desktop entry id, from the system's desktop entries (read at start).
     let desktopPrograms: [String: String]
     var pending: [UsageKey: Int64] = [:]
@@ -318,12 +323,41 @@ public final class Tracker {
     func followManagedUIDs() {
         guard connector != nil else { return }
         accounts.refresh(for: state.policies.keys, monotonic: clock().monotonic)
-        let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        refreshSubordinateUIDs()
+        var uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        for (range, _) in subordinateUIDs { uids.formUnion(range.start..<(range.start + range.count)) }
         if sampler.interestingUIDs != uids {
             sampler.interestingUIDs = uids
             _ = sampler.sample()
             lastFullScan = clock().monotonic
         }
+    }
+
+    /// Reads `/etc/subuid` (at most every 30 s) for the ranges of managed users.
+    func refreshSubordinateUIDs() {
+        let now = clock().monotonic
+        guard subordinatesReadAt.map({ now - $0 > 30_000 }) ?? true else { return }
+        subordinatesReadAt = now
+        var owners: [String: UInt32] = [:]
+        for user in state.policies.keys {
+            if let uid = accounts[user]?.uid {
+                owners[user] = uid
+                owners[String(uid)] = uid
+            }
+        }
+        let text = (try? String(contentsOfFile: subordinateFile, encoding: .utf8)) ?? ""
+        subordinateUIDs = SubordinateRange.parse(text).compactMap { range in
+            // A range of 1 << 20 uids at most per line: the interesting set stays small.
+            guard let owner = owners[range.owner], range.count <= 1 << 20 else { return nil }
+            return (range, owner)
+        }
+    }
+
+    /// The managed user a uid belongs to: itself, or the owner of the subordinate range holding it.
+    func ownerUID(_ uid: UInt32) -> UInt32 {
+        guard !subordinateUIDs.isEmpty else { return uid }
+        for (range, owner) in subordinateUIDs where range.contains(uid) { return owner }
+        return uid
     }
 
     /// Whether a batch of connector events started or changed a process of a user whose apps may
@@ -334,7 +368,7 @@ public final class Tracker {
         for event in events {
             switch event {
             case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
-                if let uid = cached[pid]?.uid, enforcedUIDs.contains(uid) { return true }
+                if let uid = cached[pid]?.uid, enforcedUIDs.contains(ownerUID(uid)) { return true }
             case .overrun:
                 return true
             case .exit:
@@ -412,7 +446,7 @@ public final class Tracker {
     /// them, continuing where the last call stopped.
     func checkForExecs(uids: Set<UInt32>) {
         guard !uids.isEmpty else { return }
-        let mine = sampler.cached.values.lazy.filter { uids.contains($0.uid) }.map(\.pid).sorted()
+        let mine = sampler.cached.values.lazy.filter { uids.contains(self.ownerUID($0.uid)) }.map(\.pid).sorted()
         guard !mine.isEmpty else { return }
         let count = min(mine.count, execChecksPerTick)
         if execCheckCursor >= mine.count { execCheckCursor = 0 }
@@ -433,6 +467,7 @@ public final class Tracker {
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
+        refreshSubordinateUIDs()
         refreshRules(policies)
         followManagedUIDs()
         let managedUIDs = Set(policies.keys.compactMap { accounts[$0]?.uid })
@@ -454,8 +489,10 @@ public final class Tracker {
             var apps: [UInt32: Set<String>] = [:]
             // Counted under their reported names: catalog apps, desktop apps, programs of the family's
             // own, else `terminal` (what is stopped is decided on the app names, in `enforceApps`).
-            for process in processes.values where managedUIDs.contains(process.uid) {
-                apps[process.uid, default: []].insert(countedName(of: process))
+            for process in processes.values {
+                let owner = ownerUID(process.uid)
+                guard managedUIDs.contains(owner) else { continue }
+                apps[owner, default: []].insert(countedName(of: process))
             }
             appsByUID = (sampler.changes, matchGeneration, managedUIDs, apps)
         }
@@ -512,7 +549,7 @@ public final class Tracker {
             }
             enforced.insert(account.uid)
             var mine: [TrackedProcess] = []
-            for process in processes.values where process.uid == account.uid {
+            for process in processes.values where ownerUID(process.uid) == account.uid {
                 if connector == nil {
                     if let current = sampler.refreshIfExecutableChanged(pid: process.pid) { mine.append(current) }
                 } else {
@@ -535,7 +572,7 @@ public final class Tracker {
             for (app, reason) in reasons.sorted(by: { $0.key < $1.key }) {
                 let roots = mine.filter { appOf[$0.pid] == app }.map { ProcessRef(pid: $0.pid, startTime: $0.startTime) }
                 let targets = ProcessTree.withDescendants(of: roots, in: sampler.cached).filter {
-                    sampler.cached[$0.pid]?.uid == account.uid
+                    sampler.cached[$0.pid].map { ownerUID($0.uid) } == account.uid
                 }
                 let signalled = stopper.stop(targets, nowMonotonic: monotonic)
                 guard !signalled.isEmpty else { continue }
@@ -615,15 +652,16 @@ public final class Tracker {
         let interpreter =
             catalog.interpreters.isInterpreter(facts.executablePath ?? "")
             || identities.contains(where: interpreterIdentities.contains)
-        let rules = rulesByUID[process.uid] ?? [:]
+        let owner = ownerUID(process.uid)
+        let rules = rulesByUID[owner] ?? [:]
         let match = catalog.resolve(
-            facts, claimed: interpreter ? [] : claims.apps(claiming: identities, uid: process.uid), isInterpreter: interpreter
+            facts, claimed: interpreter ? [] : claims.apps(claiming: identities, uid: owner), isInterpreter: interpreter
         ) { rules[$0]?.strictness ?? AppRuleKind.noRuleStrictness }
         if !interpreter && !identities.isEmpty {
             if match.byExecutablePath {
-                learn(identities, app: match.app, scope: facts.executableOwner == 0 ? .everyone : .user(process.uid))
+                learn(identities, app: match.app, scope: facts.executableOwner == 0 ? .everyone : .user(owner))
             } else if rules[match.app] != nil && catalog.definition(named: match.app) == nil {
-                learn(identities, app: match.app, scope: .user(process.uid))
+                learn(identities, app: match.app, scope: .user(owner))
             }
         }
         let desktopPrograms = self.desktopPrograms

@@ -190,3 +190,16 @@ import Testing
         #expect(AppCatalog.desktopExecProgram("") == nil)
     }
 }
+
+@Suite struct SubordinateIDTests {
+    @Test func parse() {
+        let ranges = SubordinateRange.parse(
+            "kid:100000:65536\n1002:165536:65536\n# comment\nbad\nzero:0:10\nempty:5:0\nhuge:4294967290:100\n:1:1\nx:1:2:3\n")
+        #expect(
+            ranges == [
+                SubordinateRange(owner: "kid", start: 100000, count: 65536),
+                SubordinateRange(owner: "1002", start: 165536, count: 65536),
+            ])
+        #expect(ranges[0].contains(100000) && ranges[0].contains(165535) && !ranges[0].contains(165536) && !ranges[0].contains(99999))
+    }
+}

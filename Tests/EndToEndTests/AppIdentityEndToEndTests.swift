@@ -258,4 +258,43 @@ struct AppIdentityEndToEndTests {
         #expect((apps["terminal"] ?? 0) >= 2, "\(apps)")
         #expect(Set(apps.keys) == ["testgame", "terminal"], "\(apps)")
     }
+
+    /// The child's subordinate uids for user namespaces (`/etc/subuid`), added once: 65536 uids from
+    /// 1,500,000,000, far from any other account's.
+    static func ensureSubordinateIDs(_ name: String) throws {
+        let subuid = (try? String(contentsOfFile: "/etc/subuid", encoding: .utf8)) ?? ""
+        guard !subuid.split(separator: "\n").contains(where: { $0.hasPrefix("\(name):") }) else { return }
+        let status = try CurfewRunner.runTool(
+            "/usr/sbin/usermod",
+            ["--add-subuids", "1500000000-1500065535", "--add-subgids", "1500000000-1500065535", name])
+        guard status == 0 else { throw TestFailure("usermod --add-subuids \(name): exit \(status)") }
+    }
+
+    /// A child's processes in their own user namespace run under their subordinate uids, and are still
+    /// the child's: the blocked game started there is stopped every time.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/newuidmap"), "needs newuidmap (uidmap)"))
+    func aGameInTheChildsUserNamespaceIsStoppedEveryTime() throws {
+        let setup = try setUp()
+        let runner = setup.runner
+        defer { runner.cleanUp() }
+        try Self.ensureSubordinateIDs(setup.child.name)
+        let agent = try agent(runner, connector: true)
+        defer { _ = agent.stop() }
+        let child = setup.child
+        func inNamespace(_ arguments: [String]) throws -> Int32 {
+            try spawnLogged(
+                "/usr/bin/setpriv",
+                ["--reuid=\(child.uid)", "--regid=\(child.gid)", "--clear-groups", "--", "/usr/bin/unshare", "--map-auto", "--setuid", "0", "--setgid", "0", "--"]
+                    + arguments, environment: ["PATH": "/usr/bin:/bin"], log: "/dev/null")
+        }
+        // Something innocent in the namespace keeps running.
+        let innocent = try inNamespace(["/usr/bin/tail", "-f", "/dev/null"])
+        defer { stop([innocent]) }
+        _ = try expectStoppedEveryTime("the game in the child's user namespace", agent: agent) { try inNamespace([setup.game, "600"]) }
+        #expect(alive(innocent), "the innocent process in the namespace was stopped")
+        // The stops are the child's events.
+        try waitUntil(seconds: 5, "the stops recorded as the child's") {
+            ((try? runner.ok(["events", setup.child.name, "--json"]).stdout) ?? "").contains("testgame was stopped")
+        }
+    }
 }
