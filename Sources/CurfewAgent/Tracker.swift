@@ -40,6 +40,10 @@ public final class Tracker {
     var subordinateUIDs: [(range: SubordinateRange, owner: UInt32)] = []
     var subordinatesReadAt: Int64? = nil
     var subordinateFile = "/etc/subuid"
+    /// What `followManagedUIDs` last gave the sampler: the managed uids and the subordinate ranges.
+    var followedKey: [UInt32] = []
+    /// At most this many subordinate uids are followed in all (four children's usual 65,536 each).
+    static let maxSubordinateUIDs: UInt32 = 1 << 18
     /// Program file name -> desktop entry id, from the system's desktop entries (read at start).
     let desktopPrograms: [String: String]
     var pending: [UsageKey: Int64] = [:]
@@ -324,7 +328,13 @@ public final class Tracker {
         guard connector != nil else { return }
         accounts.refresh(for: state.policies.keys, monotonic: clock().monotonic)
         refreshSubordinateUIDs()
-        var uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        let managed = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        // Subordinate ranges make the set large (65,536 uids a child): it is rebuilt only when the
+        // managed uids or the ranges change, not at every tick.
+        let key = managed.sorted() + [UInt32.max] + subordinateUIDs.flatMap { [$0.range.start, $0.range.count] }
+        guard key != followedKey else { return }
+        followedKey = key
+        var uids = managed
         for (range, _) in subordinateUIDs { uids.formUnion(range.start..<(range.start + range.count)) }
         if sampler.interestingUIDs != uids {
             sampler.interestingUIDs = uids
@@ -346,9 +356,11 @@ public final class Tracker {
             }
         }
         let text = (try? String(contentsOfFile: subordinateFile, encoding: .utf8)) ?? ""
+        var total: UInt32 = 0
         subordinateUIDs = SubordinateRange.parse(text).compactMap { range in
-            // A range of 1 << 20 uids at most per line: the interesting set stays small.
-            guard let owner = owners[range.owner], range.count <= 1 << 20 else { return nil }
+            // `maxSubordinateUIDs` in all: the set the sampler follows stays small.
+            guard let owner = owners[range.owner], range.count <= Self.maxSubordinateUIDs - total else { return nil }
+            total += range.count
             return (range, owner)
         }
     }
