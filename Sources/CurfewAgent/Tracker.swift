@@ -548,7 +548,8 @@ public final class Tracker {
             mayStopSomething = !enforced.isEmpty
         }
         guard !policies.isEmpty else { return }
-        refreshRules(policies)
+        // The rules matching uses come from `observe`, which every policy change reaches first (the
+        // change wakes the loop for a tick).
         let processes = sampler.cached
         let now = clock().wall
         for user in policies.keys.sorted() {
