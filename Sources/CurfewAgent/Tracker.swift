@@ -434,6 +434,8 @@ public final class Tracker {
             _ = sampler.sample()
             lastFullScan = now.monotonic
         }
+        // A loader that has not mapped its program within its quick looks is looked at every tick.
+        if !sampler.slowLoaders.isEmpty { sampler.lookAgainAtSlowLoaders() }
         observe()
         enforceApps()
         if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }

@@ -142,3 +142,36 @@ import Testing
         #expect(DesktopEntries.load(directories: [directory.path, "/nonexistent"]) == ["gedit": "org.gnome.gedit"])
     }
 }
+
+/// A loader that maps its program late: looked at quickly, then every tick, until it does.
+@Suite struct LoaderLooksTests {
+    @Test func aLoaderIsLookedAtUntilItsProgramIsMapped() throws {
+        let root = ProcTestDirectory()
+        let game = try root.copyExecutable("/bin/sleep", to: "games/game")
+        try root.write("loadavg", "0.00 0.00 0.00 1/3 300\n")
+        let loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+        try root.writeProcess(
+            FakeProcess(pid: 100, startTime: 5000, comm: "ld-linux-x86-64", commandLine: [loader, game], executable: loader))
+        // The loader's own mapping carries its real inode, which is how it is told from the program.
+        var status = stat()
+        #expect(stat(loader, &status) == 0)
+        let loaderLine = "7f852115b000-7f8521181000 r-xp 00001000 fe:00 \(status.st_ino) \(loader)\n"
+        try root.write("100/maps", loaderLine)
+        let sampler = ProcessSampler(procRoot: root.path)
+        sampler.isLoader = { path, _ in path.hasSuffix("ld-linux-x86-64.so.2") }
+        _ = sampler.sample()
+        #expect(sampler.cached[100]?.facts.executablePath == loader, "nothing mapped yet: the loader itself")
+        #expect(sampler.unresolvedLoaders[100] != nil)
+        for _ in 0..<60 { sampler.lookAgainAtLoaders() }
+        #expect(sampler.unresolvedLoaders.isEmpty && sampler.slowLoaders == [100], "past its quick looks: slow")
+        sampler.lookAgainAtSlowLoaders()
+        #expect(sampler.slowLoaders == [100] && sampler.unresolvedLoaders.isEmpty, "still unmapped: stays slow, not quick")
+        // The program is mapped at last.
+        try root.write("100/maps", "7f8521149000-7f852114e000 r-xp 00002000 fe:00 4242 \(game)\n" + loaderLine)
+        #expect(sampler.lookAgainAtSlowLoaders())
+        let facts = try #require(sampler.cached[100]?.facts)
+        #expect(facts.executablePath == game && facts.loader == loader)
+        #expect(facts.fileIdentity == FileIdentityCache().identity(ofFile: game))
+        #expect(sampler.slowLoaders.isEmpty && sampler.unresolvedLoaders.isEmpty)
+    }
+}

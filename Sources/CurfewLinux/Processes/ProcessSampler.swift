@@ -83,15 +83,35 @@ public final class ProcessSampler {
     /// How many more looks an unresolved loader process gets.
     static let loaderLooks = 50
 
+    /// Loader processes still without a program after their quick looks (a loader slowed down on
+    /// purpose, or one that only lists or verifies): `lookAgainAtSlowLoaders()` looks at them at the
+    /// caller's pace (each tick) for as long as they live.
+    public private(set) var slowLoaders: Set<Int32> = []
+
     /// Parses again the processes whose loader had not mapped its program yet; returns whether any
-    /// changed.
+    /// changed. A process past its quick looks moves to `slowLoaders`.
     @discardableResult
     public func lookAgainAtLoaders() -> Bool {
         let before = changes
         for (pid, looks) in unresolvedLoaders {
             unresolvedLoaders[pid] = looks - 1
             store(parse(pid, secondLook: false), for: pid)
-            if let left = unresolvedLoaders[pid], left <= 0 { unresolvedLoaders[pid] = nil }
+            if let left = unresolvedLoaders[pid], left <= 0 {
+                unresolvedLoaders[pid] = nil
+                slowLoaders.insert(pid)
+            }
+        }
+        return changes != before
+    }
+
+    /// Parses again the loader processes in `slowLoaders`; returns whether any changed.
+    @discardableResult
+    public func lookAgainAtSlowLoaders() -> Bool {
+        let before = changes
+        for pid in slowLoaders {
+            store(parse(pid, secondLook: false), for: pid)
+            // Resolved, gone or no longer a loader: parse left it out of `unresolvedLoaders`.
+            if unresolvedLoaders.removeValue(forKey: pid) == nil { slowLoaders.remove(pid) }
         }
         return changes != before
     }
@@ -335,6 +355,7 @@ public final class ProcessSampler {
     private func remove(_ pid: Int32) {
         entries.removeValue(forKey: pid)
         unresolvedLoaders.removeValue(forKey: pid)
+        slowLoaders.remove(pid)
         if cached.removeValue(forKey: pid) != nil { editSnapshot(pid, nil) }
     }
 
