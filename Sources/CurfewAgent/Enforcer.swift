@@ -118,7 +118,7 @@ final class Enforcer {
             } else if blocked.removeValue(forKey: user) != nil {
                 terminateSince[account.uid] = nil
                 agent.recordEvent(
-                    AgentEvent(time: now, user: user, kind: "allowed-again", message: "\(user) may use the computer again"))
+                    AgentEvent(time: now, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
             }
 
             switch plan.sessionAction {
@@ -181,7 +181,7 @@ final class Enforcer {
             ("thresholdSeconds", .int(warning.thresholdSeconds)),
         ])
         if case .app(let app) = warning.subject { data["app"] = .string(app) }
-        agent.recordEvent(AgentEvent(time: now, user: user, kind: "warning", message: warning.message, data: .object(data)))
+        agent.recordEvent(AgentEvent(time: now, user: user, kind: .warning, message: warning.message, data: .object(data)))
     }
 
     func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Int64) {
@@ -200,7 +200,7 @@ final class Enforcer {
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
         data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
         agent.recordEvent(
-            AgentEvent(time: now, user: user, kind: "lockout", message: "\(reason): \(what)\(until)", data: .object(data)))
+            AgentEvent(time: now, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", data: .object(data)))
     }
 
     /// TerminateSession for each session, again every 2 s while it lives; if the user still has
@@ -213,7 +213,7 @@ final class Enforcer {
             call("TerminateSession", user: user) { try $0.terminateSession(session.id) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: "session-ended", message: "session \(session.id) of \(user) was ended",
+                    time: now, user: user, kind: .sessionEnded, message: "session \(session.id) of \(user) was ended",
                     data: .object(JSONObject([("session", .string(session.id)), ("tty", .string(session.tty))]))))
         }
         if monotonic - first >= Self.terminateGraceMilliseconds,
@@ -223,7 +223,7 @@ final class Enforcer {
             call("KillUser", user: user) { try $0.killUser(uid, signal: SIGKILL) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: "user-killed",
+                    time: now, user: user, kind: .userKilled,
                     message: "\(user)'s sessions did not end within 5 s; every process of \(user) was killed"))
         }
     }
@@ -234,7 +234,7 @@ final class Enforcer {
             call("LockSession", user: user) { try $0.lockSession(session.id) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: "session-locked", message: "session \(session.id) of \(user) was locked",
+                    time: now, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
                     data: .object(JSONObject([("session", .string(session.id))]))))
         }
     }

@@ -21,7 +21,7 @@ extension Agent {
         ])
         data["requestId"] = grant.requestId.map { .int($0) } ?? .null
         return AgentEvent(
-            time: now, user: grant.user, kind: EventLog.extraTimeGranted,
+            time: now, user: grant.user, kind: .extraTimeGranted,
             message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
     }
 
@@ -39,7 +39,7 @@ extension Agent {
             data["reason"] = reason.map { .string($0) } ?? .null
             try EventLog.append(
                 AgentEvent(
-                    time: now, user: user, kind: "time-requested",
+                    time: now, user: user, kind: .timeRequested,
                     message: "asked for \(TimeAllowance.format(minutes: minutes)) more", data: .object(data)), db)
             return request
         }

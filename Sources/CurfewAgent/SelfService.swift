@@ -50,7 +50,7 @@ extension Agent {
             data["reason"] = .null
             try EventLog.append(
                 AgentEvent(
-                    time: now * 1000, user: user, kind: "self-extension",
+                    time: now * 1000, user: user, kind: .selfExtension,
                     message: "took \(TimeAllowance.format(minutes: allowance.minutes)) more without asking (\(used + 1) of \(allowance.perWeek) this week)",
                     data: .object(data)), db)
             return used + 1

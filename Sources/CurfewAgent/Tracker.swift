@@ -20,12 +20,32 @@ public final class Tracker {
     let flushInterval: Int64
     let systemZone: ZoneRules
 
-    /// File identity -> catalog app, learnt from literal catalog paths and from matched processes, so
-    /// a renamed copy of a known binary is still that app.
-    var knownIdentities: [String: String] = [:]
+    /// Executable identities (content hash, build-id) -> the apps that claimed them, learnt from
+    /// literal catalog paths, from processes a catalog app matched by executable path, and from
+    /// programs a `--by-name` rule named, so a renamed, copied or modified binary is still that app.
+    var claims = IdentityClaims()
+    /// The identities of the interpreters and loaders installed on the system (the catalog's globs,
+    /// looked up in the usual directories): a renamed copy of one is one too, and never claimed.
+    let interpreterIdentities: Set<String>
+    let loaderIdentities: Set<String>
+    /// Each managed user's app rules, by uid: which of several apps claiming a binary is the strictest.
+    var rulesByUID: [UInt32: [String: AppRuleKind]] = [:]
+    /// Changes with the claims and the rules: a cached app is only good for the generation it was found in.
+    var matchGeneration: UInt64 = 0
     /// The app of each process, as long as the process is the same one with the same facts (an exec
     /// keeps the PID and start time but changes the executable: a launcher becomes the game).
-    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, app: String)] = [:]
+    var appOfProcess: [Int32: (startTime: UInt64, facts: ProcessFacts, generation: UInt64, app: String, counted: String)] = [:]
+    /// Managed users' subordinate uid ranges (`/etc/subuid`) and the uid each belongs to: processes in
+    /// a child's user namespaces run under them and are the child's. Read again every 30 s.
+    var subordinateUIDs: [(range: SubordinateRange, owner: UInt32)] = []
+    var subordinatesReadAt: Int64? = nil
+    var subordinateFile = "/etc/subuid"
+    /// What `followManagedUIDs` last gave the sampler: the managed uids and the subordinate ranges.
+    var followedKey: [UInt32] = []
+    /// At most this many subordinate uids are followed in all (four children's usual 65,536 each).
+    static let maxSubordinateUIDs: UInt32 = 1 << 18
+    /// Program file name -> desktop entry id, from the system's desktop entries (read at start).
+    let desktopPrograms: [String: String]
     var pending: [UsageKey: Int64] = [:]
     var pendingEvents: [AgentEvent] = []
     var last: ClockReading
@@ -75,6 +95,8 @@ public final class Tracker {
         self.logger = logger
         self.identities = FileIdentityCache()
         self.sampler = ProcessSampler(identities: identities)
+        (interpreterIdentities, loaderIdentities) = Self.installedInterpreters(catalog.interpreters, identities: identities)
+        desktopPrograms = DesktopEntries.load()
         var connector: ProcessConnector? = nil
         if useProcessConnector {
             do {
@@ -88,10 +110,69 @@ public final class Tracker {
         self.systemZone = ZoneRules(TimeZone.current)
         self.last = clock()
         self.lastFlush = last.monotonic
+        let interpreters = catalog.interpreters
+        let loaderIdentities = self.loaderIdentities
+        sampler.isLoader = { path, identity in
+            interpreters.isLoader(path) || (identity?.all.contains(where: loaderIdentities.contains) ?? false)
+        }
         for definition in catalog.definitions {
             for path in definition.executablePaths where !path.contains(where: { "*?[".contains($0) }) {
-                if let identity = identities.identity(ofFile: path) { knownIdentities[identity] = definition.name }
+                guard let identity = identities.identities(ofFile: path),
+                    !interpreters.isInterpreter(path), !identity.all.contains(where: interpreterIdentities.contains)
+                else { continue }
+                learn(identity.all, app: definition.name, scope: identity.owner == 0 ? .everyone : .user(identity.owner))
             }
+        }
+    }
+
+    /// Directories where interpreters and loaders are installed.
+    static let interpreterDirectories = [
+        "/bin", "/usr/bin", "/usr/local/bin", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu", "/usr/lib/i386-linux-gnu",
+    ]
+
+    /// The identities of the files in `interpreterDirectories` (and each JVM's `bin`) whose names the
+    /// catalog lists as interpreters, and those of its loaders.
+    static func installedInterpreters(_ set: InterpreterSet, identities: FileIdentityCache) -> (Set<String>, Set<String>) {
+        var interpreters = Set<String>()
+        var loaders = Set<String>()
+        guard !set.interpreters.isEmpty || !set.loaders.isEmpty else { return ([], []) }
+        let files = FileManager.default
+        var directories = interpreterDirectories
+        for jvm in (try? files.contentsOfDirectory(atPath: "/usr/lib/jvm")) ?? [] { directories.append("/usr/lib/jvm/\(jvm)/bin") }
+        for directory in directories {
+            for name in (try? files.contentsOfDirectory(atPath: directory)) ?? [] where set.isInterpreter(name) {
+                guard let identity = identities.identities(ofFile: "\(directory)/\(name)") else { continue }
+                interpreters.formUnion(identity.all)
+                if set.isLoader(name) { loaders.formUnion(identity.all) }
+            }
+        }
+        return (interpreters, loaders)
+    }
+
+    /// Records that `app` claims `identities`; a second app claiming one is logged once.
+    func learn(_ identities: [String], app: String, scope: IdentityClaims.Scope) {
+        let before = claims.generation
+        for conflict in claims.claim(identities, app: app, scope: scope) {
+            logger.notice(
+                "several apps claim one executable; the strictest rule applies",
+                metadata: ["identity": "\(conflict.identity)", "apps": "\(conflict.apps.joined(separator: ","))"])
+        }
+        if claims.generation != before { matchGeneration &+= 1 }
+    }
+
+    /// Takes each managed user's app rules from `policies`.
+    func refreshRules(_ policies: [String: Policy]) {
+        var table: [UInt32: [String: AppRuleKind]] = [:]
+        for (user, policy) in policies {
+            guard let uid = accounts[user]?.uid else { continue }
+            var rules: [String: AppRuleKind] = [:]
+            for rule in policy.apps where rules[rule.app] == nil { rules[rule.app] = rule.rule }
+            table[uid] = rules
+        }
+        if table != rulesByUID {
+            rulesByUID = table
+            matchGeneration &+= 1
         }
     }
 
@@ -128,6 +209,8 @@ public final class Tracker {
                 var wait = due - now
                 if stopper.pending > 0 { wait = min(wait, 100) }
                 if connector == nil && mayStopSomething { wait = min(wait, enforcementPollMilliseconds) }
+                // A loader that has not mapped its program yet does so within microseconds: look again soon.
+                if !sampler.unresolvedLoaders.isEmpty { wait = min(wait, 2) }
                 wait = max(1, wait)
                 // Counting only looks at processes at the tick: unless an app may have to be stopped
                 // at its exec, or nobody is active (then only uid changes come), the connector's
@@ -153,6 +236,7 @@ public final class Tracker {
                         enforceApps()
                     }
                 }
+                if !sampler.unresolvedLoaders.isEmpty && sampler.lookAgainAtLoaders() && mayStopSomething { enforceApps() }
                 if wake.drain() { tickNow = true }
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
@@ -212,12 +296,17 @@ public final class Tracker {
     /// Whether a batch of connector events names a process of a managed user (by its uid now).
     func concernsManagedUser(_ events: [ProcessEvent]) -> Bool {
         let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
-        guard !uids.isEmpty else { return false }
+        return !uids.isEmpty && concerns(events, uids: uids)
+    }
+
+    /// Whether a batch of connector events started or changed a process of one of `uids` (by its uid
+    /// now, a subordinate uid counting as its owner's), or overran so that nobody can tell.
+    func concerns(_ events: [ProcessEvent], uids: Set<UInt32>) -> Bool {
         let cached = sampler.cached
         for event in events {
             switch event {
             case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
-                if let uid = cached[pid]?.uid, uids.contains(uid) { return true }
+                if let uid = cached[pid]?.uid, uids.contains(ownerUID(uid)) { return true }
             case .overrun:
                 return true
             case .exit:
@@ -243,7 +332,15 @@ public final class Tracker {
     func followManagedUIDs() {
         guard connector != nil else { return }
         accounts.refresh(for: state.policies.keys, monotonic: clock().monotonic)
-        let uids = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        refreshSubordinateUIDs()
+        let managed = Set(state.policies.keys.compactMap { accounts[$0]?.uid })
+        // Subordinate ranges make the set large (65,536 uids a child): it is rebuilt only when the
+        // managed uids or the ranges change, not at every tick.
+        let key = managed.sorted() + [UInt32.max] + subordinateUIDs.flatMap { [$0.range.start, $0.range.count] }
+        guard key != followedKey else { return }
+        followedKey = key
+        var uids = managed
+        for (range, _) in subordinateUIDs { uids.formUnion(range.start..<(range.start + range.count)) }
         if sampler.interestingUIDs != uids {
             sampler.interestingUIDs = uids
             _ = sampler.sample()
@@ -251,22 +348,39 @@ public final class Tracker {
         }
     }
 
+    /// Reads `/etc/subuid` (at most every 30 s) for the ranges of managed users.
+    func refreshSubordinateUIDs() {
+        let now = clock().monotonic
+        guard subordinatesReadAt.map({ now - $0 > 30_000 }) ?? true else { return }
+        subordinatesReadAt = now
+        var owners: [String: UInt32] = [:]
+        for user in state.policies.keys {
+            if let uid = accounts[user]?.uid {
+                owners[user] = uid
+                owners[String(uid)] = uid
+            }
+        }
+        let text = (try? String(contentsOfFile: subordinateFile, encoding: .utf8)) ?? ""
+        var total: UInt32 = 0
+        subordinateUIDs = SubordinateRange.parse(text).compactMap { range in
+            // `maxSubordinateUIDs` in all: the set the sampler follows stays small.
+            guard let owner = owners[range.owner], range.count <= Self.maxSubordinateUIDs - total else { return nil }
+            total += range.count
+            return (range, owner)
+        }
+    }
+
+    /// The managed user a uid belongs to: itself, or the owner of the subordinate range holding it.
+    func ownerUID(_ uid: UInt32) -> UInt32 {
+        guard !subordinateUIDs.isEmpty else { return uid }
+        for (range, owner) in subordinateUIDs where range.contains(uid) { return owner }
+        return uid
+    }
+
     /// Whether a batch of connector events started or changed a process of a user whose apps may
     /// have to be stopped.
     func concernsEnforcedUser(_ events: [ProcessEvent]) -> Bool {
-        guard mayStopSomething else { return false }
-        let cached = sampler.cached
-        for event in events {
-            switch event {
-            case .fork(_, let pid), .exec(let pid), .uidChange(let pid):
-                if let uid = cached[pid]?.uid, enforcedUIDs.contains(uid) { return true }
-            case .overrun:
-                return true
-            case .exit:
-                continue
-            }
-        }
-        return false
+        mayStopSomething && concerns(events, uids: enforcedUIDs)
     }
 
     func apply(_ events: [ProcessEvent]) {
@@ -289,7 +403,7 @@ public final class Tracker {
             logger.notice("wall clock jumped; no time credited or lost", metadata: ["seconds": "\(seconds)"])
             pendingEvents.append(
                 AgentEvent(
-                    time: now.wall, kind: "clock-jump",
+                    time: now.wall, kind: .clockJump,
                     message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
                     data: .object(JSONObject([("seconds", .int(seconds))]))))
         }
@@ -313,6 +427,8 @@ public final class Tracker {
             _ = sampler.sample()
             lastFullScan = now.monotonic
         }
+        // A loader that has not mapped its program within its quick looks is looked at every tick.
+        if !sampler.slowLoaders.isEmpty { sampler.lookAgainAtSlowLoaders() }
         observe()
         enforceApps()
         if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
@@ -326,7 +442,7 @@ public final class Tracker {
     func zone(for policy: Policy) -> ZoneRules { Schedule.zone(for: policy, system: systemZone) }
 
     /// The apps managed users run, by uid, as of the sampler's `changes` and the managed uids.
-    var appsByUID: (changes: UInt64, uids: Set<UInt32>, apps: [UInt32: Set<String>])? = nil
+    var appsByUID: (changes: UInt64, generation: UInt64, uids: Set<UInt32>, apps: [UInt32: Set<String>])? = nil
     /// Without the process connector, how many managed processes have their executable checked each
     /// tick (one readlink each): all of them up to this many, else in turn, so a launcher's exec among
     /// thousands of processes is seen within a few ticks and a tick stays well under a millisecond.
@@ -337,7 +453,7 @@ public final class Tracker {
     /// them, continuing where the last call stopped.
     func checkForExecs(uids: Set<UInt32>) {
         guard !uids.isEmpty else { return }
-        let mine = sampler.cached.values.lazy.filter { uids.contains($0.uid) }.map(\.pid).sorted()
+        let mine = sampler.cached.values.lazy.filter { uids.contains(self.ownerUID($0.uid)) }.map(\.pid).sorted()
         guard !mine.isEmpty else { return }
         let count = min(mine.count, execChecksPerTick)
         if execCheckCursor >= mine.count { execCheckCursor = 0 }
@@ -354,10 +470,12 @@ public final class Tracker {
             logger.notice("systemd-logind is not available: screen time counts while a managed user has processes")
             pendingEvents.append(
                 AgentEvent(
-                    time: last.wall, kind: "logind-unavailable",
+                    time: last.wall, kind: .logindUnavailable,
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
+        refreshSubordinateUIDs()
+        refreshRules(policies)
         followManagedUIDs()
         let managedUIDs = Set(policies.keys.compactMap { accounts[$0]?.uid })
         if connector == nil {
@@ -367,17 +485,23 @@ public final class Tracker {
         }
         // The same processes with the same facts as at the last tick: the same apps, and no pass
         // over the processes at all.
-        if appsByUID == nil || appsByUID?.changes != sampler.changes || appsByUID?.uids != managedUIDs {
+        if appsByUID == nil || appsByUID?.changes != sampler.changes || appsByUID?.uids != managedUIDs
+            || appsByUID?.generation != matchGeneration
+        {
             let processes = sampler.cached
             // Forget the apps of processes that are gone (without connector events nothing else does).
             if appOfProcess.count > processes.count * 2 + 64 {
                 appOfProcess = appOfProcess.filter { processes[$0.key]?.startTime == $0.value.startTime }
             }
             var apps: [UInt32: Set<String>] = [:]
-            for process in processes.values where managedUIDs.contains(process.uid) {
-                apps[process.uid, default: []].insert(app(of: process))
+            // Counted under their reported names: catalog apps, desktop apps, programs of the family's
+            // own, else `terminal` (what is stopped is decided on the app names, in `enforceApps`).
+            for process in processes.values {
+                let owner = ownerUID(process.uid)
+                guard managedUIDs.contains(owner) else { continue }
+                apps[owner, default: []].insert(countedName(of: process))
             }
-            appsByUID = (sampler.changes, managedUIDs, apps)
+            appsByUID = (sampler.changes, matchGeneration, managedUIDs, apps)
         }
         let appsOf = appsByUID?.apps ?? [:]
         var newObservations: [String: UserObservation] = [:]
@@ -419,6 +543,8 @@ public final class Tracker {
             mayStopSomething = !enforced.isEmpty
         }
         guard !policies.isEmpty else { return }
+        // The rules matching uses come from `observe`, which every policy change reaches first (the
+        // change wakes the loop for a tick).
         let processes = sampler.cached
         let now = clock().wall
         for user in policies.keys.sorted() {
@@ -431,7 +557,7 @@ public final class Tracker {
             }
             enforced.insert(account.uid)
             var mine: [TrackedProcess] = []
-            for process in processes.values where process.uid == account.uid {
+            for process in processes.values where ownerUID(process.uid) == account.uid {
                 if connector == nil {
                     if let current = sampler.refreshIfExecutableChanged(pid: process.pid) { mine.append(current) }
                 } else {
@@ -454,7 +580,7 @@ public final class Tracker {
             for (app, reason) in reasons.sorted(by: { $0.key < $1.key }) {
                 let roots = mine.filter { appOf[$0.pid] == app }.map { ProcessRef(pid: $0.pid, startTime: $0.startTime) }
                 let targets = ProcessTree.withDescendants(of: roots, in: sampler.cached).filter {
-                    sampler.cached[$0.pid]?.uid == account.uid
+                    sampler.cached[$0.pid].map { ownerUID($0.uid) } == account.uid
                 }
                 let signalled = stopper.stop(targets, nowMonotonic: monotonic)
                 guard !signalled.isEmpty else { continue }
@@ -483,7 +609,7 @@ public final class Tracker {
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
-                time: now, user: user, kind: "app-stopped", message: message,
+                time: now, user: user, kind: .appStopped, message: message,
                 data: .object(
                     JSONObject([
                         ("app", .string(app)), ("reason", .string(reason.word)),
@@ -501,7 +627,7 @@ public final class Tracker {
                 logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
                 pendingEvents.append(
                     AgentEvent(
-                        time: now, user: user, kind: "app-stopped",
+                        time: now, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
                         data: .object(JSONObject([("app", .string(app)), ("count", .int(Int64(count))), ("summary", .bool(true))]))))
             }
@@ -515,16 +641,43 @@ public final class Tracker {
         }
     }
 
-    func app(of process: TrackedProcess) -> String {
-        if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts {
-            return known.app
+    /// The app `process` is counted and ruled under (`AppCatalog.resolve`), learning its identity
+    /// when that is safe: a catalog app's executable-path match, or a program a `--by-name` rule of
+    /// its user names; never an interpreter's or a loader's.
+    func app(of process: TrackedProcess) -> String { names(of: process).app }
+
+    /// The app a process counts under in reports and status (`AppCatalog.countedName`).
+    func countedName(of process: TrackedProcess) -> String { names(of: process).counted }
+
+    func names(of process: TrackedProcess) -> (app: String, counted: String) {
+        if let known = appOfProcess[process.pid], known.startTime == process.startTime, known.facts == process.facts,
+            known.generation == matchGeneration
+        {
+            return (known.app, known.counted)
         }
-        let app = catalog.match(process.facts, knownIdentities: knownIdentities)
-        if let identity = process.facts.fileIdentity, catalog.definition(named: app) != nil, knownIdentities[identity] == nil {
-            knownIdentities[identity] = app
+        let facts = process.facts
+        let identities = facts.identities
+        let interpreter =
+            catalog.interpreters.isInterpreter(facts.executablePath ?? "")
+            || identities.contains(where: interpreterIdentities.contains)
+        let owner = ownerUID(process.uid)
+        let rules = rulesByUID[owner] ?? [:]
+        let match = catalog.resolve(
+            facts, claimed: interpreter ? [] : claims.apps(claiming: identities, uid: owner), isInterpreter: interpreter
+        ) { rules[$0]?.strictness ?? AppRuleKind.noRuleStrictness }
+        if !interpreter && !identities.isEmpty {
+            if match.byExecutablePath {
+                learn(identities, app: match.app, scope: facts.executableOwner == 0 ? .everyone : .user(owner))
+            } else if rules[match.app] != nil && catalog.definition(named: match.app) == nil {
+                learn(identities, app: match.app, scope: .user(owner))
+            }
         }
-        appOfProcess[process.pid] = (process.startTime, process.facts, app)
-        return app
+        let desktopPrograms = self.desktopPrograms
+        let counted = catalog.countedName(
+            of: match.app, facts: facts, isInterpreter: interpreter, hasRule: rules[match.app] != nil
+        ) { desktopPrograms[$0] }
+        appOfProcess[process.pid] = (process.startTime, process.facts, matchGeneration, match.app, counted)
+        return (match.app, counted)
     }
 
     /// Today's totals as stored plus what is pending.

@@ -282,7 +282,7 @@ struct Events: ParsableCommand {
                 .object(
                     JSONObject([
                         ("id", .int(event.id ?? 0)), ("time", .string(zone.iso8601(event.time / 1000))),
-                        ("user", event.user.map { .string($0) } ?? .null), ("kind", .string(event.kind)),
+                        ("user", event.user.map { .string($0) } ?? .null), ("kind", .string(event.kind.rawValue)),
                         ("message", .string(event.message)), ("data", event.data ?? .null),
                     ]))
             }
@@ -296,7 +296,7 @@ struct Events: ParsableCommand {
         rows += events.map { event -> [String] in
             let (date, second) = zone.localTime(at: event.time / 1000)
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
-            return ["\(date) \(time):\(second % 60 < 10 ? "0" : "")\(second % 60)", event.user ?? "-", event.kind, event.message]
+            return ["\(date) \(time):\(second % 60 < 10 ? "0" : "")\(second % 60)", event.user ?? "-", event.kind.rawValue, event.message]
         }
         table(rows, indent: "").forEach { Output.line($0) }
     }

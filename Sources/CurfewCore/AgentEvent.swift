@@ -5,13 +5,13 @@ public struct AgentEvent: Sendable, Equatable {
     public var time: Int64
     public var user: String?
     /// A stable word for scripts: `agent-started`, `clock-jump`, `database-corrupt`, ...
-    public var kind: String
+    public var kind: EventKind
     /// Words for people.
     public var message: String
     /// Details as a JSON object, for scripts.
     public var data: JSONValue?
 
-    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: String, message: String, data: JSONValue? = nil) {
+    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: EventKind, message: String, data: JSONValue? = nil) {
         self.id = id
         self.time = time
         self.user = user
@@ -19,9 +19,4 @@ public struct AgentEvent: Sendable, Equatable {
         self.message = message
         self.data = data
     }
-}
-
-extension AgentEvent {
-    /// The kind of the event that announces a grant of extra time (its data names the grant).
-    public static let extraTimeGranted = "extra-time-granted"
 }

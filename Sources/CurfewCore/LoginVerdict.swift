@@ -46,6 +46,6 @@ public struct LoginVerdict: Sendable, Equatable {
     public func event(user: String, service: String, now: Int64, unrecordedBefore: Int = 0) -> AgentEvent {
         var data = JSONObject([("service", .string(service))])
         if unrecordedBefore > 0 { data["unrecordedBefore"] = .int(Int64(unrecordedBefore)) }
-        return AgentEvent(time: now, user: user, kind: "login-refused", message: message, data: .object(data))
+        return AgentEvent(time: now, user: user, kind: .loginRefused, message: message, data: .object(data))
     }
 }

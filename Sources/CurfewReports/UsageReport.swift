@@ -45,14 +45,14 @@ public struct UsageReport: Sendable {
                 }
             }
 
-            public init(kind: String) {
+            public init(kind: EventKind) {
                 switch kind {
-                case "warning": self = .warning
-                case "lockout", "session-ended", "session-locked", "user-killed", "fail-closed": self = .lockout
-                case "app-stopped": self = .app
-                case "login-refused": self = .login
-                case AgentEvent.extraTimeGranted, "time-requested": self = .grant
-                case "policy-loaded", "policy-kept", "user-unmanaged", "fail-open": self = .policy
+                case .warning: self = .warning
+                case .lockout, .sessionEnded, .sessionLocked, .userKilled, .failClosed: self = .lockout
+                case .appStopped: self = .app
+                case .loginRefused: self = .login
+                case .extraTimeGranted, .timeRequested: self = .grant
+                case .policyLoaded, .policyKept, .policyIgnored, .recordMissing, .userUnmanaged, .failOpen: self = .policy
                 default: self = .other
                 }
             }
@@ -146,7 +146,7 @@ public struct UsageReport: Sendable {
         }
         let timeline = events.sorted { ($0.time, $0.id ?? 0) < ($1.time, $1.id ?? 0) }.map { event in
             TimelineEvent(
-                time: floorDivide(event.time, 1000), kind: event.kind, message: event.message,
+                time: floorDivide(event.time, 1000), kind: event.kind.rawValue, message: event.message,
                 category: TimelineEvent.Category(kind: event.kind))
         }
         return UsageReport(

@@ -267,7 +267,7 @@ public enum AuditChain {
             group.first = min(group.first, time)
             group.last = max(group.last, time)
             groups[[day, user, kind]] = group
-            if kind == EventLog.extraTimeGranted, let text: String = row["data"], case .object(let object)? = try? JSONValue.parse(text),
+            if kind == EventKind.extraTimeGranted.rawValue, let text: String = row["data"], case .object(let object)? = try? JSONValue.parse(text),
                 case .string(let record)? = object["record"]
             {
                 grantRecords.append(record)

@@ -20,10 +20,10 @@ public enum EventLog {
         let data = event.data?.canonicalString
         let previous = try AuditChain.head(db)
         let hash = AuditChain.eventHash(
-            previous: previous, time: event.time, user: event.user, kind: event.kind, message: event.message, data: data)
+            previous: previous, time: event.time, user: event.user, kind: event.kind.rawValue, message: event.message, data: data)
         try db.execute(
             sql: "INSERT INTO events (time_ms, user, kind, message, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [event.time, event.user, event.kind, event.message, data, previous, hash])
+            arguments: [event.time, event.user, event.kind.rawValue, event.message, data, previous, hash])
         return db.lastInsertedRowID
     }
 
@@ -41,7 +41,7 @@ public enum EventLog {
         return try GRDB.Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
             let dataText: String? = row["data"]
             return AgentEvent(
-                id: row["id"], time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"],
+                id: row["id"], time: row["time_ms"], user: row["user"], kind: EventKind(rawValue: row["kind"]), message: row["message"],
                 data: dataText.flatMap { try? JSONValue.parse($0) })
         }
     }
@@ -62,19 +62,16 @@ extension EventLog {
             let dataText: String? = row["data"]
             events.append(
                 AgentEvent(
-                    id: row["id"], time: row["time_ms"], user: row["user"], kind: row["kind"], message: row["message"],
+                    id: row["id"], time: row["time_ms"], user: row["user"], kind: EventKind(rawValue: row["kind"]), message: row["message"],
                     data: dataText.flatMap { try? JSONValue.parse($0) }))
         }
         return events
     }
 
-    /// The kind of event that says a grant of extra time is in force; its data names the record.
-    public static let extraTimeGranted = AgentEvent.extraTimeGranted
-
     /// The record ids of grants an `extra-time-granted` event already mentions.
     public static func grantsAnnounced(_ db: Database) throws -> Set<String> {
         var ids = Set(try String.fetchAll(db, sql: "SELECT record FROM announced_grants"))
-        let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT data FROM events WHERE kind = ?", arguments: [extraTimeGranted])
+        let rows = try GRDB.Row.fetchCursor(db, sql: "SELECT data FROM events WHERE kind = ?", arguments: [EventKind.extraTimeGranted.rawValue])
         while let row = try rows.next() {
             guard let text: String = row["data"], case .object(let object)? = try? JSONValue.parse(text),
                 case .string(let id)? = object["record"]

@@ -10,6 +10,10 @@ public final class StateStore: Sendable {
     /// `concurrentReaders` gives a `DatabasePool` for the agent's threads; the CLI uses one connection.
     /// `busySeconds`: how long a write waits for another writer's lock.
     public init(path: String, concurrentReaders: Bool = false, busySeconds: Double = 5) throws {
+        // A new database is the owner's alone from its first byte: SQLite gives its -wal and -shm
+        // files the database file's mode, and would otherwise create it with the umask's (0644).
+        let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if created >= 0 { close(created) }
         var configuration = Configuration()
         configuration.busyMode = .timeout(busySeconds)
         configuration.prepareDatabase { db in

@@ -7,7 +7,8 @@ import Foundation
 
 /// How fast the real `curfewd` kills a blocked app: from just before the app is spawned (through
 /// setpriv, as the bench account) to its death (waitpid), over many launches, for the process connector, for polling at
-/// the agent's default 100 ms, and for a polling design at Timekpr-nExT's 3-second interval.
+/// the agent's default 100 ms, and for a polling design at Timekpr-nExT's 3-second interval; with the
+/// connector and polling, also the game started by the dynamic loader and an appended-byte copy (issue 14).
 func runEnforcementBenchmarks(root: String, launches: Int) throws {
     print("enforcement: exec of a blocked app -> its death, \(launches) launches each (real curfewd, release build)")
     let account = try BenchAccount.resolve()
@@ -20,18 +21,27 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
         ("polling /proc every 100 ms (curfewd without the connector)", ["--no-process-connector"]),
         ("polling every 3 s (Timekpr-nExT's interval; reference)", ["--no-process-connector", "--tick", "3", "--enforcement-poll", "3"]),
     ]
-    for (index, mode) in modes.enumerated() {
-        let directory = "\(root)/enforcement-\(index)"
-        let result = try BlockedAppProbe(account: account, directory: directory).run(
-            launches: launches, agentArguments: mode.arguments)
-        switch result {
-        case .unavailable(let why):
-            print("  \(mode.label): not measured: \(why)")
-        case .measured(let latencies, let survivors):
-            let sorted = latencies.sorted()
-            print(
-                "  \(mode.label): p50 \(format(percentile(sorted, 0.5))) ms, p99 \(format(percentile(sorted, 0.99))) ms, max \(format(sorted.last ?? .nan)) ms"
-                    + (survivors > 0 ? "; \(survivors) launches still alive after 10 s" : ""))
+    // Issue 14's bypasses: the game started by the dynamic loader, and a copy with a byte appended
+    // under another name in /dev/shm (same build-id, another content hash).
+    let launchKinds: [(label: String, command: BlockedAppProbe.Launch)] = [
+        ("", .direct), (", started by the loader (ld.so GAME)", .loader), (", copy with a byte appended in /dev/shm", .appendedCopy),
+    ]
+    var index = 0
+    for mode in modes {
+        for kind in launchKinds where kind.command == .direct || mode.arguments.count <= 1 {
+            index += 1
+            let directory = "\(root)/enforcement-\(index)"
+            let result = try BlockedAppProbe(account: account, directory: directory).run(
+                launches: launches, agentArguments: mode.arguments, launch: kind.command)
+            switch result {
+            case .unavailable(let why):
+                print("  \(mode.label)\(kind.label): not measured: \(why)")
+            case .measured(let latencies, let survivors):
+                let sorted = latencies.sorted()
+                print(
+                    "  \(mode.label)\(kind.label): p50 \(format(percentile(sorted, 0.5))) ms, p99 \(format(percentile(sorted, 0.99))) ms, max \(format(sorted.last ?? .nan)) ms"
+                        + (survivors > 0 ? "; \(survivors) launches still alive after 10 s" : ""))
+            }
         }
     }
     print("  targets: p99 under 100 ms with the process connector, under 1000 ms with polling")
@@ -43,10 +53,19 @@ struct BlockedAppProbe {
         case unavailable(String)
     }
 
+    /// How the blocked game is started.
+    enum Launch {
+        case direct
+        /// `/lib64/ld-linux-x86-64.so.2 GAME`.
+        case loader
+        /// A copy with one byte appended, under another name in /dev/shm.
+        case appendedCopy
+    }
+
     let account: BenchAccount
     let directory: String
 
-    func run(launches: Int, agentArguments: [String]) throws -> Result {
+    func run(launches: Int, agentArguments: [String], launch: Launch = .direct) throws -> Result {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
         try FileManager.default.createDirectory(atPath: "\(directory)/apps", withIntermediateDirectories: true)
@@ -59,6 +78,23 @@ struct BlockedAppProbe {
             {"name": "benchgame", "displayName": "Bench Game", "category": "game", "match": {"executablePaths": ["\(game)"]}}
             """.utf8
         ).write(to: URL(fileURLWithPath: "\(directory)/apps/benchgame.json"))
+        // The catalog's interpreter and loader lists, so `ld.so GAME` is the game.
+        _ = unlink("\(directory)/apps/interpreters.json")
+        try FileManager.default.copyItem(
+            atPath: "\(packageRoot)/policies/apps/interpreters.json", toPath: "\(directory)/apps/interpreters.json")
+        var command = [game, "600"]
+        switch launch {
+        case .direct: break
+        case .loader: command = ["/lib64/ld-linux-x86-64.so.2", game, "600"]
+        case .appendedCopy:
+            let copy = "/dev/shm/curfew-bench-\(getpid())-copy"
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: game))
+            bytes.append(0x2a)
+            try bytes.write(to: URL(fileURLWithPath: copy))
+            chmod(copy, 0o755)
+            command = [copy, "600"]
+        }
+        defer { if launch == .appendedCopy { _ = unlink(command[0]) } }
         let state = "\(directory)/state"
         let socket = "\(directory)/s.sock"
         let log = "\(directory)/curfewd.log"
@@ -116,7 +152,7 @@ struct BlockedAppProbe {
                 let before = clock.now
                 let pid = try spawnProcess(
                     "/usr/bin/setpriv",
-                    ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", game, "600"],
+                    ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--"] + command,
                     options: SpawnOptions(environment: ["PATH": "/usr/bin:/bin"], output: "/dev/null"))
                 started[pid] = before
                 children.add(pid)

@@ -53,7 +53,7 @@ func runReportBenchmarks(root: String) throws {
                     let noon = Int64(day.daysSinceEpoch) * 86_400_000 + 14 * 3_600_000
                     for (index, kind) in ["warning", "warning", "lockout", "app-stopped", "login-refused", "policy-loaded"].enumerated() {
                         try EventLog.append(
-                            AgentEvent(time: noon + Int64(hours * 3_600_000 + index * 60_000), user: child, kind: kind, message: "\(kind) \(offset)"),
+                            AgentEvent(time: noon + Int64(hours * 3_600_000 + index * 60_000), user: child, kind: EventKind(rawValue: kind), message: "\(kind) \(offset)"),
                             db)
                         events += 1
                     }

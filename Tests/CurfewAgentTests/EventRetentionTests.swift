@@ -19,9 +19,9 @@ import Testing
         let store = try StateStore(path: "\(state)/curfew.db")
         try store.write { db in
             for age in [400, 399, 399, 45, 31] {
-                try EventLog.append(AgentEvent(time: now - Int64(age) * day, user: "kid", kind: "warning", message: "\(age) days ago"), db)
+                try EventLog.append(AgentEvent(time: now - Int64(age) * day, user: "kid", kind: .warning, message: "\(age) days ago"), db)
             }
-            try EventLog.append(AgentEvent(time: now - 2 * day, user: "kid", kind: "lockout", message: "recent"), db)
+            try EventLog.append(AgentEvent(time: now - 2 * day, user: "kid", kind: .lockout, message: "recent"), db)
         }
         if tamper { try store.write { try $0.execute(sql: "UPDATE events SET message = 'edited' WHERE id = 2") } }
         var configuration = AgentConfiguration(
@@ -41,7 +41,7 @@ import Testing
                 try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db)
             )
         }
-        #expect(events.map(\.kind) == ["lockout", "events-summarised"])
+        #expect(events.map(\.kind.rawValue) == ["lockout", "events-summarised"])
         #expect(events.last?.message == "5 events older than 30 days were replaced by daily counts")
         #expect(summaries.map(\.count).reduce(0, +) == 5)
         #expect(summaries.allSatisfy { $0.kind == "warning" && $0.user == "kid" })

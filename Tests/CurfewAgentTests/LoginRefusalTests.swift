@@ -16,7 +16,7 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970)
         let verdicts = (0..<500).map { _ in agent.checkLogin(user: "nobody", service: "su", now: now) }
         #expect(verdicts.allSatisfy { !$0.allowed })
-        let refused = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }.filter { $0.kind == "login-refused" }
+        let refused = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }.filter { $0.kind == .loginRefused }
         #expect(refused.count == AgentState.loginRefusalBurst)
         #expect(refused.allSatisfy { $0.data == .object(JSONObject([("service", .string("su"))])) })
         // A minute later the next refusal is recorded, with the count of those that were not.

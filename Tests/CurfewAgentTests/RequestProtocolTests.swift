@@ -37,7 +37,7 @@ import Testing
         #expect(status?.adjustment == DayAdjustment(extraMinutes: 45))
         try agent.reloadPolicies()
         let events = try agent.store.read { try EventLog.list(user: nil, since: nil, $0) }.filter {
-            $0.kind == "extra-time-granted"
+            $0.kind == .extraTimeGranted
         }
         #expect(events.count == 2)
         #expect(events.allSatisfy { $0.user == "nobody" })
@@ -60,7 +60,7 @@ import Testing
         let stored = try agent.store.read { try RequestTable.pending($0) }
         #expect(stored.map(\.reason) == ["homework"])
         let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
-        #expect(events.contains { $0.kind == "time-requested" && $0.message == "asked for 30m more" })
+        #expect(events.contains { $0.kind == .timeRequested && $0.message == "asked for 30m more" })
     }
 
     @Test(arguments: [
@@ -113,7 +113,7 @@ import Testing
         #expect(eleventh["message"] == .string("at most 10 requests an hour are recorded, nobody made 10 in the last hour"))
         #expect(try agent.store.read { try RequestTable.all($0) }.count == 10)
         let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
-        #expect(events.filter { $0.kind == "time-requested" }.count == 10)
+        #expect(events.filter { $0.kind == .timeRequested }.count == 10)
         // An hour later none of them counts any more.
         let later = try agent.store.read { try RequestTable.counts(user: "nobody", since: now + 3_600_000, $0) }
         #expect(later.pending == 0 && later.recent == 0)

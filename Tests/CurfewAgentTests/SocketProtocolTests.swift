@@ -58,7 +58,7 @@ import Testing
         #expect(own["ok"] == .bool(true) && own["allowed"] == .bool(false), "\(own)")
         let byRoot = answer(agent, #"{"command":"check-login","user":"daemon","service":"su"}"#, uid: 0)
         #expect(byRoot["allowed"] == .bool(false), "\(byRoot)")
-        let refusals = try agent.store.read { try EventLog.list(user: "daemon", since: nil, $0) }.filter { $0.kind == "login-refused" }
+        let refusals = try agent.store.read { try EventLog.list(user: "daemon", since: nil, $0) }.filter { $0.kind == .loginRefused }
         #expect(refusals.count == 1, "only root's check is recorded: \(refusals)")
     }
 

@@ -83,7 +83,7 @@ struct TrackerTests {
         clock.advance(monotonic: 1_000, wall: -899_000)  // then 15 minutes back
         tracker.tick()
         #expect(try screen(store) == 3_000)
-        let events = try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == "clock-jump" }
+        let events = try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == .clockJump }
         #expect(
             events.map(\.message) == [
                 "the wall clock was set forward by 600 s; no time was credited or lost",
@@ -102,7 +102,7 @@ struct TrackerTests {
         clock.advance(monotonic: 500, boottime: 3_600_500, wall: 3_600_500)
         tracker.tick()
         #expect(try screen(store) == 500)
-        #expect(try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == "clock-jump" }.isEmpty)
+        #expect(try store.read { try EventLog.list(user: nil, since: nil, $0) }.filter { $0.kind == .clockJump }.isEmpty)
         // Between PrepareForSleep(true) and (false) nothing counts.
         tracker.state.setSleeping(true)
         clock.advance(monotonic: 2_000)
@@ -153,7 +153,7 @@ struct TrackerTests {
         tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         tracker.flush(force: true)
         func stopEvents() throws -> [AgentEvent] {
-            try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == "app-stopped" }
+            try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == .appStopped }
         }
         #expect(try stopEvents().count == Tracker.stopEventBurst)
         #expect(tracker.state.takeMessages().count <= AgentState.maxOutbox)

@@ -157,9 +157,13 @@ import Testing
             ProcessFacts(executablePath: "/home/kid/homework", fileIdentity: "sha256:abc"),
             known: ["sha256:abc": "supertuxkart"], "supertuxkart"),
         MatchCase(
-            "the identity wins over everything",
+            "an identity and a direct match with the same rule: the direct match",
             ProcessFacts(executablePath: "/usr/bin/firefox", flatpakId: "org.mozilla.firefox", fileIdentity: "sha256:abc"),
-            known: ["sha256:abc": "supertuxkart"], "supertuxkart"),
+            known: ["sha256:abc": "supertuxkart"], "firefox"),
+        MatchCase(
+            "a modified copy is matched through its build-id",
+            ProcessFacts(executablePath: "/dev/shm/x", fileIdentity: "sha256:other", buildID: "build-id:0011223344556677"),
+            known: ["build-id:0011223344556677": "supertuxkart"], "supertuxkart"),
         MatchCase(
             "an unknown identity falls through",
             ProcessFacts(executablePath: "/home/kid/homework", fileIdentity: "sha256:def"),

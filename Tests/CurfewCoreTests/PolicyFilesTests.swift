@@ -35,8 +35,14 @@ import Testing
         let files = try Self.jsonFiles(in: Self.policies.appendingPathComponent("apps"))
         let catalog = try Self.catalog()
         #expect(catalog.definitions.count >= 24)
-        #expect(catalog.definitions.count == files.count)
-        #expect(catalog.definitions.map { "\($0.name).json" } == files.map(\.name))
+        let apps = files.filter { $0.name != "interpreters.json" }
+        #expect(catalog.definitions.count == apps.count)
+        #expect(catalog.definitions.map { "\($0.name).json" } == apps.map(\.name))
+        // The interpreters and loaders are data of the catalog.
+        #expect(catalog.interpreters.isInterpreter("/usr/bin/python3.11"))
+        #expect(catalog.interpreters.isInterpreter("/usr/bin/dash"))
+        #expect(catalog.interpreters.isLoader("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"))
+        #expect(!catalog.interpreters.isInterpreter("/usr/games/supertuxkart"))
     }
 
     @Test func everyCategoryButOtherIsRepresented() throws {

@@ -98,7 +98,7 @@ final class RawConnection {
         guard connected == 0 else {
             let error = errno
             close(fd)
-            throw HostError("connect", errno: error)
+            throw LinuxError(operation: "connect", errno: error)
         }
     }
 
@@ -247,7 +247,7 @@ final class RawConnection {
         let stalled = try PeerSocketServer(path: path, backlog: 1)
         defer { stalled.shutdown() }
         var started = Date()
-        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
+        #expect(throws: LinuxError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
         var elapsed = Date().timeIntervalSince(started)
         #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s with room in the backlog")
         // Fill the backlog; connect itself must now time out.
@@ -255,13 +255,13 @@ final class RawConnection {
         while fillers.count < 10, let connection = try? RawConnection(path, nonBlocking: true) { fillers.append(connection) }
         #expect(fillers.count < 10, "the backlog never filled")
         started = Date()
-        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
+        #expect(throws: LinuxError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .milliseconds(500)) }
         elapsed = Date().timeIntervalSince(started)
         #expect(elapsed >= 0.45 && elapsed < 1.5, "gave up after \(elapsed) s on a full backlog")
         // Nobody there at all: at once.
         stalled.shutdown()
         started = Date()
-        #expect(throws: HostError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .seconds(5)) }
+        #expect(throws: LinuxError.self) { try PeerSocketClient.request(path: path, line: "x", timeout: .seconds(5)) }
         #expect(Date().timeIntervalSince(started) < 0.5)
     }
 

@@ -16,7 +16,7 @@ import Testing
     }
 
     func event(_ time: Int64, _ kind: String = "warning", user: String? = "kid", _ message: String = "m") -> AgentEvent {
-        AgentEvent(time: time, user: user, kind: kind, message: message)
+        AgentEvent(time: time, user: user, kind: EventKind(rawValue: kind), message: message)
     }
 
     @Test func appendsChainAndVerify() throws {
@@ -27,7 +27,7 @@ import Testing
         try store.write { db in
             try EventLog.append(event(1_000, "agent-started", user: nil), db)
             try EventLog.append(
-                AgentEvent(time: 2_000, user: "kid", kind: "policy-loaded", message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
+                AgentEvent(time: 2_000, user: "kid", kind: .policyLoaded, message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
         }
         // Outside a transaction append makes one of its own.
         try store.writer.writeWithoutTransaction { db in _ = try EventLog.append(event(3_000), db) }
@@ -58,7 +58,7 @@ import Testing
             let store = thread % 2 == 0 ? pool : other
             for index in 0..<perThread {
                 try! store.write { db in
-                    _ = try EventLog.append(AgentEvent(time: Int64(index), user: "kid", kind: "t\(thread)", message: "\(index)"), db)
+                    _ = try EventLog.append(AgentEvent(time: Int64(index), user: "kid", kind: EventKind(rawValue: "t\(thread)"), message: "\(index)"), db)
                 }
             }
         }
@@ -150,7 +150,7 @@ import Testing
             try EventLog.append(event(start + day, "warning", user: "teen"), db)
             try EventLog.append(
                 AgentEvent(
-                    time: start + day + 5, user: "kid", kind: EventLog.extraTimeGranted, message: "30m",
+                    time: start + day + 5, user: "kid", kind: .extraTimeGranted, message: "30m",
                     data: .object(JSONObject([("record", .string("grant-1"))]))), db)
             try EventLog.append(event(start + 3 * day, "warning"), db)  // kept
             try EventLog.append(event(start + 1_500, "clock-jump"), db)  // older, but after a kept one: kept

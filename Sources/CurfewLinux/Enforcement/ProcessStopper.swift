@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// Stops processes the way SPEC.md's enforcement asks: SIGTERM at once, SIGKILL after a grace if
 /// they are still there, every signal through a pidfd taken when the stop began, so a PID reused in

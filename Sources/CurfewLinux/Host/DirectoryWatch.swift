@@ -1,5 +1,6 @@
 #if canImport(Glibc)
     import Glibc
+    import CLinux
 #endif
 
 /// inotify on one directory: tells that something in it was created, renamed into it, written or
@@ -10,14 +11,14 @@ public final class DirectoryWatch: Sendable {
     public let path: String
 
     /// inotify_init1 + inotify_add_watch.
-    public init(path: String) throws(HostError) {
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard fd >= 0 else { throw HostError("inotify_init1", errno: errno) }
+    public init(path: String) throws(LinuxError) {
+        let fd = try LinuxError.check("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
         let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
-        guard inotify_add_watch(fd, path, mask) >= 0 else {
-            let error = errno
+        do {
+            try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd, path, mask) }
+        } catch {
             close(fd)
-            throw HostError("inotify_add_watch \(path)", errno: error)
+            throw error
         }
         self.fd = fd
         self.path = path
@@ -46,17 +47,4 @@ public final class DirectoryWatch: Sendable {
     }
 
     deinit { close(fd) }
-}
-
-/// A failed system call of the host layer: the call, and errno.
-public struct HostError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var operation: String
-    public var errno: Int32
-
-    public init(_ operation: String, errno: Int32) {
-        self.operation = operation
-        self.errno = errno
-    }
-
-    public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
 }

@@ -80,21 +80,25 @@ public final class PeerSocketServer: Sendable {
     /// socket + bind + listen; a stale socket file at `path` is replaced; the file gets `mode`
     /// (access is checked per request from the peer's credentials, not by file permissions).
     /// The listening socket is non-blocking: `serve` accepts only what poll said is there.
-    public init(path: String, mode: mode_t = 0o666, backlog: Int32 = 512) throws(HostError) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw HostError("socket", errno: errno) }
+    public init(path: String, mode: mode_t = 0o666, backlog: Int32 = 512) throws(LinuxError) {
         guard var address = unixAddress(path) else {
-            close(fd)
-            throw HostError("socket path \(path) is too long", errno: ENAMETOOLONG)
+            throw LinuxError(operation: "socket path \(path) is too long", errno: ENAMETOOLONG)
         }
-        unlink(path)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let fd = try LinuxError.check("socket") {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
-        guard bound == 0, chmod(path, mode) == 0, listen(fd, backlog) == 0 else {
-            let error = errno
+        do {
+            unlink(path)
+            try LinuxError.check("bind \(path)") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+            }
+            try LinuxError.check("chmod \(path)") { chmod(path, mode) }
+            try LinuxError.check("listen \(path)") { listen(fd, backlog) }
+        } catch {
             close(fd)
-            throw HostError("bind/listen \(path)", errno: error)
+            throw error
         }
         self.fd = fd
         self.path = path
@@ -346,30 +350,30 @@ struct PeerSocketLoop {
 /// total deadline, whatever the other end does (a full backlog, a stalled or hostile server).
 public enum PeerSocketClient {
     /// `timeout` covers connect, sending the request and receiving the whole answer.
-    public static func request(path: String, line: String, timeout: Duration = .seconds(3)) throws(HostError) -> String {
+    public static func request(path: String, line: String, timeout: Duration = .seconds(3)) throws(LinuxError) -> String {
         let deadline = monotonicMilliseconds() + max(1, milliseconds(timeout))
         func remaining() -> Int64 { deadline - monotonicMilliseconds() }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HostError("socket", errno: errno) }
+        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
         defer { close(fd) }
-        guard var address = unixAddress(path) else { throw HostError("connect \(path)", errno: ENAMETOOLONG) }
+        guard var address = unixAddress(path) else { throw LinuxError(operation: "connect \(path)", errno: ENAMETOOLONG) }
         // On a Unix socket a non-blocking connect does not wait for room in a full backlog (EAGAIN at
         // once) and a blocking one waits for as long as the send timeout: that timeout bounds it.
         while true {
             let left = remaining()
-            guard left > 0 else { throw HostError("connect \(path)", errno: ETIMEDOUT) }
+            guard left > 0 else { throw LinuxError(operation: "connect \(path)", errno: ETIMEDOUT) }
             var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
             guard setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-                throw HostError("setsockopt SO_SNDTIMEO", errno: errno)
+                throw LinuxError(operation: "setsockopt SO_SNDTIMEO", errno: errno)
             }
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             if connected == 0 || errno == EISCONN { break }
             // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
-            guard errno == EINTR || errno == EAGAIN else { throw HostError("connect \(path)", errno: errno) }
+            guard errno == EINTR || errno == EAGAIN else { throw LinuxError(operation: "connect \(path)", errno: errno) }
         }
-        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else { throw HostError("fcntl O_NONBLOCK", errno: errno) }
+        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else { throw LinuxError(operation: "fcntl O_NONBLOCK", errno: errno) }
         let request = Array((line + "\n").utf8)
         var sent = 0
         while sent < request.count {
@@ -379,7 +383,7 @@ public enum PeerSocketClient {
                 continue
             }
             guard count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else {
-                throw HostError("send to \(path)", errno: count < 0 ? errno : EPIPE)
+                throw LinuxError(operation: "send to \(path)", errno: count < 0 ? errno : EPIPE)
             }
             try waitFor(fd, Int16(POLLOUT), until: deadline, path)
         }
@@ -394,28 +398,28 @@ public enum PeerSocketClient {
                     return String(decoding: collected, as: UTF8.self)
                 }
                 collected += chunk[0..<count]
-                guard collected.count <= maxBytes else { throw HostError("answer from \(path) is too long", errno: EMSGSIZE) }
+                guard collected.count <= maxBytes else { throw LinuxError(operation: "answer from \(path) is too long", errno: EMSGSIZE) }
                 continue
             }
             if count == 0 {
                 // Closed without a newline: what came is the answer, if anything did.
-                guard !collected.isEmpty else { throw HostError("no answer from \(path)", errno: ECONNRESET) }
+                guard !collected.isEmpty else { throw LinuxError(operation: "no answer from \(path)", errno: ECONNRESET) }
                 return String(decoding: collected, as: UTF8.self)
             }
-            guard errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else { throw HostError("recv from \(path)", errno: errno) }
+            guard errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else { throw LinuxError(operation: "recv from \(path)", errno: errno) }
             try waitFor(fd, Int16(POLLIN), until: deadline, path)
         }
     }
 
     /// Polls `fd` for `events` until the monotonic `deadline`; throws ETIMEDOUT when it passes first.
-    private static func waitFor(_ fd: Int32, _ events: Int16, until deadline: Int64, _ path: String) throws(HostError) {
+    private static func waitFor(_ fd: Int32, _ events: Int16, until deadline: Int64, _ path: String) throws(LinuxError) {
         while true {
             let left = deadline - monotonicMilliseconds()
-            guard left > 0 else { throw HostError("no answer from \(path)", errno: ETIMEDOUT) }
+            guard left > 0 else { throw LinuxError(operation: "no answer from \(path)", errno: ETIMEDOUT) }
             var poller = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&poller, 1, Int32(clamping: left))
             if ready > 0 { return }
-            if ready < 0 && errno != EINTR { throw HostError("poll", errno: errno) }
+            if ready < 0 && errno != EINTR { throw LinuxError(operation: "poll", errno: errno) }
         }
     }
 }

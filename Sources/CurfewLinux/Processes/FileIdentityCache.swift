@@ -20,6 +20,20 @@ import Synchronization
 /// Thread-safe: the cache sits behind a `Mutex`; hashing happens outside it, so at worst two
 /// threads hash the same new file at once.
 public final class FileIdentityCache: Sendable {
+    /// What is known of one executable file.
+    public struct Identity: Sendable, Equatable {
+        /// `sha256:<hex>` as described above.
+        public var contentHash: String
+        /// `build-id:<hex>`, the ELF GNU build-id; nil for scripts and binaries built without one.
+        public var buildID: String?
+        /// The file's owner: a file root owns was put there by the system, not by a child.
+        public var owner: UInt32
+        /// The inode, to tell the file's own mappings in `/proc/PID/maps`.
+        public var inode: UInt64
+
+        public var all: [String] { [contentHash, buildID].compactMap { $0 } }
+    }
+
     struct Key: Hashable {
         var device: UInt64
         var inode: UInt64
@@ -41,7 +55,7 @@ public final class FileIdentityCache: Sendable {
     }
 
     struct State {
-        var identities: [Key: String] = [:]
+        var identities: [Key: Identity] = [:]
         /// Files hashed so far (tests check that a binary is read once).
         var hashes = 0
     }
@@ -72,6 +86,11 @@ public final class FileIdentityCache: Sendable {
         identity(of: path, in: AT_FDCWD)
     }
 
+    /// Content hash, build-id and owner of the file at `path`.
+    public func identities(ofFile path: String) -> Identity? {
+        identities(of: path, in: AT_FDCWD)
+    }
+
     /// How many files have been hashed (cache misses).
     public var hashCount: Int { state.withLock { $0.hashes } }
 
@@ -80,6 +99,11 @@ public final class FileIdentityCache: Sendable {
 
     /// `name` relative to `directory` (fstatat/openat). A hit costs one fstatat and no open.
     func identity(of name: String, in directory: Int32) -> String? {
+        identities(of: name, in: directory)?.contentHash
+    }
+
+    /// `name` relative to `directory` (fstatat/openat), hash and build-id. A hit costs one fstatat and no open.
+    func identities(of name: String, in directory: Int32) -> Identity? {
         var status = stat()
         guard (try? LinuxError.check("fstatat", { fstatat(directory, name, &status, 0) })) != nil,
             status.st_mode & S_IFMT == S_IFREG
@@ -93,7 +117,9 @@ public final class FileIdentityCache: Sendable {
         else { return nil }
         let key = Key(status)
         if let known = state.withLock({ $0.identities[key] }) { return known }
-        guard let identity = Self.hash(fd: fd, size: Int64(status.st_size)) else { return nil }
+        guard let hash = Self.hash(fd: fd, size: Int64(status.st_size)) else { return nil }
+        let identity = Identity(
+            contentHash: hash, buildID: ElfBuildID.read(fd: fd), owner: status.st_uid, inode: UInt64(status.st_ino))
         state.withLock { state in
             if state.identities.count >= capacity { state.identities.removeAll(keepingCapacity: true) }
             state.identities[key] = identity

@@ -1,6 +1,8 @@
 import Glibc
+import CLinux
 
-/// A system call of the process layer failed: which call (and on what), and errno.
+/// A system call of the machine layer (processes, the host: sockets, inotify, eventfd) failed: which
+/// call (and on what), and errno.
 public struct LinuxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The C function and its object, e.g. `open /proc/42/stat` or `bind NETLINK_CONNECTOR`.
     public var operation: String

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// Reading and parsing the files of one `/proc/PID` directory. Everything here works on bytes the
 /// caller read; nothing is trusted to be well formed.

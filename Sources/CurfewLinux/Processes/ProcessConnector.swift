@@ -1,4 +1,6 @@
+import CLinux
 import Glibc
+import CLinux
 import Synchronization
 
 /// What the kernel's process connector reports, reduced to what tracking needs. PIDs are
@@ -473,9 +475,5 @@ public final class ProcessConnector: Sendable {
         return bytes
     }
 
-    private static func monotonicMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
+    private static func monotonicMilliseconds() -> Int64 { ClockReading.read(CLOCK_MONOTONIC) }
 }

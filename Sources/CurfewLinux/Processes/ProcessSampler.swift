@@ -1,5 +1,7 @@
+import CLinux
 import CurfewCore
 import Glibc
+import CLinux
 
 /// One live process as the tracker sees it.
 public struct TrackedProcess: Sendable, Equatable {
@@ -68,6 +70,51 @@ public final class ProcessSampler {
         didSet {
             if interestingUIDs != oldValue { startOver() }
         }
+    }
+
+    /// Whether an executable (its path and identity) is a dynamic loader; set by the tracker from the
+    /// catalog's loader list. A process running a loader is described by the program the loader
+    /// mapped (see `MemoryMapping.programRunByLoader`).
+    public var isLoader: (String, FileIdentityCache.Identity?) -> Bool = { _, _ in false }
+
+    /// Processes running a loader that had not mapped its program yet when last parsed (it does so
+    /// within microseconds of the exec), with the looks left for each; `lookAgainAtLoaders()` parses
+    /// them again.
+    public private(set) var unresolvedLoaders: [Int32: Int] = [:]
+    /// How many more looks an unresolved loader process gets.
+    static let loaderLooks = 50
+
+    /// Loader processes still without a program after their quick looks (a loader slowed down on
+    /// purpose, or one that only lists or verifies): `lookAgainAtSlowLoaders()` looks at them at the
+    /// caller's pace (each tick) for as long as they live.
+    public private(set) var slowLoaders: Set<Int32> = []
+
+    /// Parses again the processes whose loader had not mapped its program yet; returns whether any
+    /// changed. A process past its quick looks moves to `slowLoaders`.
+    @discardableResult
+    public func lookAgainAtLoaders() -> Bool {
+        let before = changes
+        for (pid, looks) in unresolvedLoaders {
+            unresolvedLoaders[pid] = looks - 1
+            store(parse(pid, secondLook: false), for: pid)
+            if let left = unresolvedLoaders[pid], left <= 0 {
+                unresolvedLoaders[pid] = nil
+                slowLoaders.insert(pid)
+            }
+        }
+        return changes != before
+    }
+
+    /// Parses again the loader processes in `slowLoaders`; returns whether any changed.
+    @discardableResult
+    public func lookAgainAtSlowLoaders() -> Bool {
+        let before = changes
+        for pid in slowLoaders {
+            store(parse(pid, secondLook: false), for: pid)
+            // Resolved, gone or no longer a loader: parse left it out of `unresolvedLoaders`.
+            if unresolvedLoaders.removeValue(forKey: pid) == nil { slowLoaders.remove(pid) }
+        }
+        return changes != before
     }
 
     /// Counts changes to `cached`: equal counts, the same processes with the same facts.
@@ -308,6 +355,8 @@ public final class ProcessSampler {
 
     private func remove(_ pid: Int32) {
         entries.removeValue(forKey: pid)
+        unresolvedLoaders.removeValue(forKey: pid)
+        slowLoaders.remove(pid)
         if cached.removeValue(forKey: pid) != nil { editSnapshot(pid, nil) }
     }
 
@@ -375,16 +424,35 @@ public final class ProcessSampler {
         if let interestingUIDs, !interestingUIDs.contains(uid) { return .hidden(entry) }
         let commandLine =
             reader.read("cmdline", in: directory, limit: maxCommandLineBytes).map(ProcFiles.parseCommandLine) ?? []
-        let executable = reader.readLink("exe", in: directory)
         let cgroup =
             reader.read("cgroup", in: directory).map { CgroupInfo.parse(String(decoding: $0, as: UTF8.self)) }
             ?? CgroupInfo(path: "")
-        let identity = executable == nil ? nil : identities.identity(of: "exe", in: directory)
+        var executable = reader.readLink("exe", in: directory)
+        var identity = executable == nil ? nil : identities.identities(of: "exe", in: directory)
+        var loader: String? = nil
+        if let path = executable, isLoader(path, identity) {
+            // `ld.so PROGRAM`: the program is what runs. Its file is read through map_files (which
+            // works for a deleted file or a memfd), else through the path the mapping names.
+            let mappings = reader.read("maps", in: directory).map { MemoryMapping.parse(String(decoding: $0, as: UTF8.self)) } ?? []
+            if let program = MemoryMapping.programRunByLoader(mappings, loaderInode: identity?.inode ?? 0) {
+                loader = path
+                executable = program.path
+                identity =
+                    identities.identities(of: "map_files/\(program.range)", in: directory)
+                    ?? identities.identities(ofFile: AppCatalog.withoutDeletedMarker(program.path))
+                unresolvedLoaders[pid] = nil
+            } else if unresolvedLoaders[pid] == nil {
+                unresolvedLoaders[pid] = Self.loaderLooks
+            }
+        } else {
+            unresolvedLoaders[pid] = nil
+        }
         entry.reported = true
         if secondLook { secondLooks.append(pid) }
         let facts = ProcessFacts(
             executablePath: executable, commandLine: commandLine, flatpakId: cgroup.flatpakId,
-            snapName: cgroup.snapName, systemdUnit: cgroup.systemdUnit, fileIdentity: identity)
+            snapName: cgroup.snapName, systemdUnit: cgroup.systemdUnit, fileIdentity: identity?.contentHash,
+            buildID: identity?.buildID, loader: loader, executableOwner: identity?.owner)
         return .process(
             entry,
             TrackedProcess(

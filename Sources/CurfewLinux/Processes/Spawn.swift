@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// Starts `path` with `arguments` (argv[0] is `path`); returns its PID. The caller must `reap` it.
 /// `options` give its environment (default: the caller's), standard streams (default: standard input

@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import CLinux
 import Logging
 
 /// A swift-log handler that writes structured entries to the systemd journal (`sd_journal_sendv`).

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// A libsystemd call failed. libsystemd reports failure as a negative errno; `errno` holds it positive.
 /// For a D-Bus method call that returned an error reply, `busErrorName` and `busErrorMessage` carry the

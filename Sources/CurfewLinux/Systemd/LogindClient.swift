@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import CLinux
 import Synchronization
 
 /// One logind session, as the Session object's properties describe it.

@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import CLinux
 
 /// A D-Bus value, as `SDBusMessage` reads and appends it.
 public indirect enum SDBusValue: Sendable, Equatable {
@@ -411,9 +412,7 @@ public final class SDBus {
         _ = try LinuxSystemdError.check("sd_bus_get_timeout") { sd_bus_get_timeout(handle, &deadline) }
         var wait: Int64 = timeout.map { Int64(Self.microseconds($0) / 1000) } ?? -1
         if deadline != UInt64.max {
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let nowMicroseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+            let nowMicroseconds = UInt64(ClockReading.microseconds(CLOCK_MONOTONIC))
             let left = deadline > nowMicroseconds ? Int64((deadline - nowMicroseconds + 999) / 1000) : 0
             wait = wait < 0 ? left : min(wait, left)
         }

@@ -1,0 +1,49 @@
+import CurfewStore
+import Foundation
+
+/// How `curfewd` was started.
+public struct AgentConfiguration: Sendable {
+    public var stateDirectory: String
+    public var sharedDirectory: String
+    public var socketPath: String
+    public var tickMilliseconds: Int64
+    public var catalogDirectories: [String]
+    /// nil: the system bus; "none": do not use logind.
+    public var logindBusAddress: String?
+    public var useProcessConnector: Bool
+    /// How often records/ is rescanned even without inotify events.
+    public var rescanMilliseconds: Int64
+    /// Where children's terminals are (`/dev`) and their runtime directories with the session bus
+    /// (`/run/user`); tests point these elsewhere.
+    public var devRoot = "/dev"
+    public var userRuntimeRoot = "/run/user"
+    /// With no valid policy at all for a user this computer manages: false (the default) locks
+    /// them out, true lets them in unrestricted.
+    public var failOpen = false
+    /// SIGTERM to SIGKILL when stopping an app.
+    public var stopGraceMilliseconds: Int64 = 2_000
+    /// Between ticks, how often processes are checked for apps to stop when polling.
+    public var enforcementPollMilliseconds: Int64 = 100
+    /// This computer's id in the shared directory; nil: /etc/machine-id, else one made once in the
+    /// state directory. Tests give several agents on one computer ids of their own.
+    public var machineID: String? = nil
+    /// How often this computer's usage summaries are written to the shared directory while they change.
+    public var usageIntervalMilliseconds: Int64 = 30_000
+    /// Events older than this many days are replaced by per-day counts (`AuditChain.summarise`).
+    public var eventRetentionDays = AgentStateKeys.defaultEventRetentionDays
+
+    public init(
+        stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,
+        catalogDirectories: [String], logindBusAddress: String? = nil, useProcessConnector: Bool = true,
+        rescanMilliseconds: Int64 = 30_000
+    ) {
+        self.stateDirectory = stateDirectory
+        self.sharedDirectory = sharedDirectory
+        self.socketPath = socketPath
+        self.tickMilliseconds = tickMilliseconds
+        self.catalogDirectories = catalogDirectories
+        self.logindBusAddress = logindBusAddress
+        self.useProcessConnector = useProcessConnector
+        self.rescanMilliseconds = rescanMilliseconds
+    }
+}
