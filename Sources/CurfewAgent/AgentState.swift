@@ -14,9 +14,21 @@ public final class AgentState: Sendable {
         /// Screen time of the same day on the family's other computers, when the user's policy makes
         /// the daily limit count every computer (`limitScope` all-computers); else 0.
         public var otherComputers: Int64 = 0
+        /// Screen time on this computer from Monday through yesterday, when the policy has a weekly
+        /// budget (else 0).
+        public var weekBeforeToday: Int64 = 0
+        /// Screen time since the last pause of a break's length.
+        public var breakClock = BreakClock()
 
         /// The screen time the daily limit counts, in milliseconds.
         public var screenForLimit: Int64 { (totals[UsageKey.screen] ?? 0) + otherComputers }
+
+        /// The figures a decision takes: today's, the week's and the break's.
+        public var scheduleUsage: ScheduleUsage {
+            ScheduleUsage(
+                daySeconds: screenForLimit / 1000, weekSeconds: (weekBeforeToday + screenForLimit) / 1000,
+                continuousSeconds: breakClock.continuousSeconds, pauseSeconds: breakClock.pauseSeconds)
+        }
     }
 
     /// Something to tell a child: on their terminals and as a desktop notification.

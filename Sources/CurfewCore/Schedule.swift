@@ -264,6 +264,14 @@ public struct Schedule: Sendable {
         return state(cause: plan.span(at: instant).cause, date: plan.date, usage: ScheduleUsage(daySeconds: usedSeconds))
     }
 
+    /// The state at `instant` given the day's, the week's and the break's figures.
+    public func state(at instant: Int64, usage: ScheduleUsage) -> UseState {
+        let plan = dayPlan(zone.localTime(at: instant).date)
+        var figures = usage
+        if let breaks = policy.breaks, figures.pauseSeconds >= Int64(breaks.lengthMinutes) * 60 { figures.continuousSeconds = 0 }
+        return state(cause: plan.span(at: instant).cause, date: plan.date, usage: figures)
+    }
+
     /// The state given the clock's block (if any) and the usage so far, blocks by the clock first.
     func state(cause: BlockCause?, date: LocalDate, usage: ScheduleUsage) -> UseState {
         if let cause { return cause.state }
