@@ -111,7 +111,9 @@ public final class Agent: Sendable {
         return UserStatus.make(
             user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
             counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:],
-            otherComputers: live?.otherComputers ?? 0)
+            otherComputers: live?.otherComputers ?? 0,
+            weekMilliseconds: policy.weeklyLimitMinutes == nil ? nil : live.map { $0.weekBeforeToday + ($0.totals[UsageKey.screen] ?? 0) },
+            breakClock: live?.breakClock)
     }
 
     public static let version = "0.1.0"

@@ -14,9 +14,21 @@ public final class AgentState: Sendable {
         /// Screen time of the same day on the family's other computers, when the user's policy makes
         /// the daily limit count every computer (`limitScope` all-computers); else 0.
         public var otherComputers: Int64 = 0
+        /// Screen time on this computer from Monday through yesterday, when the policy has a weekly
+        /// budget (else 0).
+        public var weekBeforeToday: Int64 = 0
+        /// Screen time since the last pause of a break's length.
+        public var breakClock = BreakClock()
 
         /// The screen time the daily limit counts, in milliseconds.
         public var screenForLimit: Int64 { (totals[UsageKey.screen] ?? 0) + otherComputers }
+
+        /// The figures a decision takes: today's, the week's and the break's.
+        public var scheduleUsage: ScheduleUsage {
+            ScheduleUsage(
+                daySeconds: screenForLimit / 1000, weekSeconds: (weekBeforeToday + screenForLimit) / 1000,
+                continuousSeconds: breakClock.continuousSeconds, pauseSeconds: breakClock.pauseSeconds)
+        }
     }
 
     /// Something to tell a child: on their terminals and as a desktop notification.
@@ -46,6 +58,8 @@ public final class AgentState: Sendable {
     struct Contents: Sendable {
         var policies: [String: Policy] = [:]
         var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
+        /// Minutes children took without asking (`curfew extend`), per user and local day.
+        var selfService: [String: [LocalDate: Int]] = [:]
         var outbox: [ChildMessage] = []
         var versions: [String: Int] = [:]
         /// nil while logind is not available.
@@ -115,8 +129,19 @@ public final class AgentState: Sendable {
         if !same { changed() }
     }
 
-    /// Extra time granted, per user and local day.
-    public var adjustments: [String: [LocalDate: DayAdjustment]] { contents.withLock { $0.adjustments } }
+    /// Extra time granted, per user and local day: parents' grants plus what children took under their
+    /// allowance.
+    public var adjustments: [String: [LocalDate: DayAdjustment]] { contents.withLock { $0.mergedAdjustments } }
+
+    /// Sets the minutes `user` took without asking, per local day.
+    public func setSelfService(of user: String, _ minutes: [LocalDate: Int]) {
+        let same = contents.withLock { contents in
+            let same = (contents.selfService[user] ?? [:]) == minutes
+            contents.selfService[user] = minutes.isEmpty ? nil : minutes
+            return same
+        }
+        if !same { changed() }
+    }
 
     public func setAdjustments(_ adjustments: [String: [LocalDate: DayAdjustment]]) {
         let same = contents.withLock { contents in
@@ -131,7 +156,7 @@ public final class AgentState: Sendable {
     public func schedule(of user: String, systemZone: ZoneRules) -> Schedule? {
         contents.withLock { contents in
             contents.policies[user].map {
-                Schedule(policy: $0, zone: Schedule.zone(for: $0, system: systemZone), adjustments: contents.adjustments[user] ?? [:])
+                Schedule(policy: $0, zone: Schedule.zone(for: $0, system: systemZone), adjustments: contents.mergedAdjustments[user] ?? [:])
             }
         }
     }
@@ -235,4 +260,16 @@ public final class AgentState: Sendable {
         changed()
     }
     public var isStopping: Bool { contents.withLock { $0.stopping } }
+}
+
+extension AgentState.Contents {
+    /// Grants and self-service minutes together, as schedules take them.
+    var mergedAdjustments: [String: [LocalDate: DayAdjustment]] {
+        guard !selfService.isEmpty else { return adjustments }
+        var merged = adjustments
+        for (user, days) in selfService {
+            for (day, minutes) in days { merged[user, default: [:]][day, default: DayAdjustment()].extraMinutes += minutes }
+        }
+        return merged
+    }
 }

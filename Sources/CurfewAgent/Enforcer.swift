@@ -192,6 +192,7 @@ final class Enforcer {
         case .logout: what = "sessions end and logins are refused"
         case .lock: what = "sessions are locked"
         case .apps: what = "apps are stopped"
+        case .none: what = "nothing is stopped (monitor only)"
         }
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
         agent.state.post(
@@ -302,15 +303,19 @@ extension Enforcement {
     ) -> EnforcementPlan {
         var totals = live?.totals ?? [:]
         var screen = live?.screenForLimit ?? 0
+        var week: Int64? = live.map { $0.weekBeforeToday + $0.screenForLimit }
         if let day = live?.day, day != schedule.zone.localTime(at: now).date {
             totals = [:]
             screen = 0
+            week = nil
         }
         var appSeconds: [String: Int64] = [:]
         for (app, milliseconds) in totals where app != UsageKey.screen { appSeconds[app] = milliseconds / 1000 }
         return plan(
             schedule: schedule, now: now,
-            usage: DayUsage(screenSeconds: screen / 1000, appSeconds: appSeconds),
+            usage: DayUsage(
+                screenSeconds: screen / 1000, appSeconds: appSeconds, weekSeconds: week.map { $0 / 1000 },
+                continuousSeconds: live?.breakClock.continuousSeconds ?? 0, pauseSeconds: live?.breakClock.pauseSeconds ?? 0),
             running: running,
             tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
     }

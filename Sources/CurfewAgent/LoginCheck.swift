@@ -10,11 +10,11 @@ extension Agent {
         guard let schedule = state.schedule(of: user, systemZone: ZoneRules(TimeZone.current)) else {
             return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
         }
-        var used: Int64 = 0
+        var usage = ScheduleUsage(daySeconds: 0)
         if let live = state.live(of: user), live.day == schedule.zone.localTime(at: now).date {
-            used = live.screenForLimit / 1000
+            usage = live.scheduleUsage
         }
-        let verdict = LoginVerdict.decide(user: user, schedule: schedule, usedSeconds: used, now: now)
+        let verdict = LoginVerdict.decide(user: user, schedule: schedule, usage: usage, now: now)
         // Bounded: a child can ask for refusals as fast as PAM runs (su to themself at bedtime).
         if !verdict.allowed && recordRefusal,
             let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic)

@@ -133,6 +133,8 @@ extension Agent {
         let newestNow = resolution.newestSeen
         state.setPolicies(policies, versions: versions)
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
+        // What children took under their allowance this week counts as extra time too.
+        loadSelfService(now: Int64(Date().timeIntervalSince1970))
         try store.write { db in
             for (user, version) in newestNow where version != newestStored[user] {
                 try AgentStateTable.set(AgentStateKeys.newestVersionPrefix + user, String(version), db)

@@ -42,6 +42,8 @@ public enum SocketProtocol {
                 JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
         case .request(let minutes, let reason):
             return answerTimeRequest(minutes: minutes, reason: reason, callerUID: callerUID, agent: agent)
+        case .extend:
+            return answerExtend(callerUID: callerUID, agent: agent)
         }
     }
 

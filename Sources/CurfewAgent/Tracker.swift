@@ -413,13 +413,18 @@ public final class Tracker {
         if !state.sleeping {
             for (user, observation) in observations {
                 guard let policy = policies[user] else { continue }
+                var screen: Int64 = 0
                 for (key, milliseconds) in Accounting.slices(
                     user: user, observation: observation, policy: policy, zone: zone(for: policy),
                     intervalStart: intervalStart, elapsedMilliseconds: elapsed)
                 {
                     pending[key, default: 0] += milliseconds
                     if live[user]?.day == key.day { live[user]?.totals[key.app, default: 0] += milliseconds }
+                    if key.app == UsageKey.screen { screen += milliseconds }
                 }
+                // Breaks: screen time in this interval continues the stretch; none is a pause.
+                live[user]?.breakClock.advance(
+                    by: elapsed, counting: screen > 0, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
             }
         }
         last = now
@@ -519,7 +524,15 @@ public final class Tracker {
             let day = zone(for: policy).localTime(at: last.wall / 1000).date
             var entry = live[user]
             if entry?.day != day {
+                let breakClock = entry?.breakClock ?? BreakClock()
                 entry = AgentState.LiveUser(day: day, totals: storedTotals(user: user, day: day), running: [], counting: false)
+                entry?.breakClock = breakClock
+                if policy.weeklyLimitMinutes != nil, day != day.weekStart {
+                    entry?.weekBeforeToday =
+                        (try? store.read {
+                            try UsageTable.screenMilliseconds(user: user, from: day.weekStart, through: day.adding(days: -1), $0)
+                        }) ?? 0
+                }
             }
             entry?.running = apps.subtracting(Accounting.sessionPlumbing)
             entry?.counting = counts && !state.sleeping
@@ -552,7 +565,9 @@ public final class Tracker {
             else { continue }
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
-            if !hasAppRules && schedule.state(at: now / 1000, usedSeconds: (live[user]?.screenForLimit ?? 0) / 1000) == .allowed {
+            if !hasAppRules
+                && schedule.state(at: now / 1000, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
+            {
                 continue
             }
             enforced.insert(account.uid)

@@ -13,8 +13,9 @@ public struct Curfew: ParsableCommand {
         version: version,
         subcommands: [
             Init.self, UserCommand.self, Limit.self, Bedtime.self, AppCommand.self, Warnings.self,
-            LockoutCommand.self, TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
-            Status.self, Report.self, Events.self, Grant.self, Request.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
+            LockoutCommand.self, DowntimeCommand.self, BreaksCommand.self, ExceptionCommand.self, AllowanceCommand.self,
+            TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
+            Status.self, Report.self, Events.self, Grant.self, Request.self, Extend.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
             CheckLogin.self, KeyCommand.self,
         ])
 
@@ -123,9 +124,8 @@ func announce(
 func parseDays(_ values: [String]) throws -> [Weekday] {
     var days: [Weekday] = []
     for value in values {
-        for part in value.split(separator: ",", omittingEmptySubsequences: false) {
-            let day = try translatingErrors { try Weekday.parse(String(part)) }
-            if !days.contains(day) { days.append(day) }
+        for day in try translatingErrors({ try Weekday.parseSet(value) }) where !days.contains(day) {
+            days.append(day)
         }
     }
     return days.sorted()

@@ -96,7 +96,15 @@ struct Grant: ParsableCommand {
         let workspace = Workspace(location)
         let (policy, _) = try workspace.currentPolicy(of: user)
         let now = Workspace.now()
-        let day = requested ?? Schedule.zone(for: policy).localTime(at: now).date
+        let today = Schedule.zone(for: policy).localTime(at: now).date
+        let day = requested ?? today
+        // A day that is over cannot be given more; last night's bedtime can be moved while it lasts.
+        if day < today {
+            let lastNight = Schedule(policy: policy, zone: Schedule.zone(for: policy)).bedtimeInterval(startingOn: day)
+            guard day == today.adding(days: -1), extra == 0, delay > 0, let lastNight, now < lastNight.end else {
+                throw CLIError("\(day) is already over (today is \(today)); extra time is for today or a later day", .invalidArguments)
+            }
+        }
         let id = try workspace.publishGrant(
             user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: nil, now: now)
         workspace.announceGrant(
@@ -216,7 +224,11 @@ func translatingRequestErrors<T>(_ body: () throws -> T) throws -> T {
 
 struct Approve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Approve a child's request: grant the time asked for (or DURATION) for today.")
+        abstract: "Approve a child's request: grant the time asked for (or DURATION) for today.",
+        discussion: """
+            At bedtime the grant moves that night's bedtime instead, so that it starts DURATION from now and \
+            the child may use the computer until then; otherwise it adds screen time to today.
+            """)
 
     @OptionGroup var location: LocationOptions
     @Argument(help: "The request's id (see curfew requests).") var id: String
@@ -240,22 +252,41 @@ struct Approve: ParsableCommand {
         }
         let (policy, _) = try workspace.currentPolicy(of: request.user)
         let now = Workspace.now()
-        let day = Schedule.zone(for: policy).localTime(at: now).date
+        let zone = Schedule.zone(for: policy)
+        var day = zone.localTime(at: now).date
         let minutes = override ?? request.minutes
+        // What blocks the child now decides what lifts it: at bedtime, that night's bedtime moves so
+        // that it starts `minutes` from now; otherwise the day gets `minutes` more screen time.
+        var extra = minutes
+        var delay = 0
+        var summary = "granted \(TimeAllowance.format(minutes: minutes)) extra for \(request.user) on \(day)"
+        let schedule = try workspace.savedDay(of: request.user, policy: policy, now: now).schedule
+        for night in [day, day.adding(days: -1)] {
+            guard let window = schedule.bedtimeInterval(startingOn: night), window.start <= now, now < window.end else { continue }
+            let already = schedule.adjustments[night]?.bedtimeDelayMinutes ?? 0
+            delay = Int((now - window.start + 59) / 60) + minutes
+            try translatingErrors { try GrantRecord.validate(extraMinutes: 0, bedtimeDelayMinutes: already + delay) }
+            extra = 0
+            day = night
+            let second = zone.localTime(at: window.start + Int64(delay) * 60).secondOfDay
+            let until = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
+            summary = "moved bedtime \(TimeAllowance.format(minutes: delay)) later for \(request.user) (the night of \(night)): up until \(until)"
+            break
+        }
         // One transaction: the request is answered only if the grant was published.
         let recordID = try translatingErrors {
             try translatingRequestErrors {
                 try store.write { db in
                     try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now * 1000, db)
                     return try workspace.publishGrant(
-                        user: request.user, date: day, extraMinutes: minutes, bedtimeDelayMinutes: 0, requestId: requestID,
+                        user: request.user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: requestID,
                         now: now)
                 }
             }
         }
         workspace.announceGrant(
-            "approved request \(requestID): granted \(TimeAllowance.format(minutes: minutes)) extra for \(request.user) on \(day) (record \(recordID))",
-            user: request.user, date: day, extraMinutes: minutes, bedtimeDelayMinutes: 0, id: recordID,
+            "approved request \(requestID): \(summary) (record \(recordID))",
+            user: request.user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, id: recordID,
             requestId: requestID, json: json)
     }
 }

@@ -85,8 +85,12 @@ struct CheckLogin: ParsableCommand {
             let policy = entry.policy
             let (schedule, totals, others) = try workspace.savedDay(of: user, policy: policy, now: now)
             let store = try workspace.openStore()
+            let week = try workspace.savedWeek(of: user, policy: policy, now: now)
             let verdict = LoginVerdict.decide(
-                user: user, schedule: schedule, usedSeconds: ((totals[UsageKey.screen] ?? 0) + others) / 1000, now: now)
+                user: user, schedule: schedule,
+                usage: ScheduleUsage(
+                    daySeconds: ((totals[UsageKey.screen] ?? 0) + others) / 1000, weekSeconds: week.map { ($0 + others) / 1000 }),
+                now: now)
             if !verdict.allowed {
                 // The refusal stands even if the audit log cannot take it (a read-only disk, say).
                 _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }

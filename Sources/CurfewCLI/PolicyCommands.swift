@@ -127,10 +127,19 @@ struct PolicyCommand: ParsableCommand {
             rows.append(["", "\(day.rawValue) \(limit.text)"])
         }
         if policy.limitScope == .allComputers { rows.append(["", "counts \(Limit.describe(.allComputers))"]) }
+        if let weekly = policy.weeklyLimitMinutes { rows.append(["weekly limit", TimeAllowance.format(minutes: weekly)]) }
         rows.append(["bedtime", policy.bedtime.map { "\($0)" } ?? "off"])
         for (day, window) in policy.weekdayBedtimes.sorted(by: { $0.key < $1.key }) {
             rows.append(["", "\(day.rawValue) \(window.map { "\($0)" } ?? "off")"])
         }
+        for (index, window) in policy.downtime.enumerated() {
+            rows.append([index == 0 ? "downtime" : "", "\(window)"])
+        }
+        if let breaks = policy.breaks { rows.append(["breaks", "\(breaks)"]) }
+        for (index, exception) in policy.exceptions.enumerated() {
+            rows.append([index == 0 ? "exceptions" : "", "\(exception)"])
+        }
+        if let allowance = policy.selfExtension { rows.append(["extra time", "\(allowance) without asking"]) }
         if policy.apps.isEmpty {
             rows.append(["apps", "no rules"])
         }
@@ -151,7 +160,7 @@ struct PolicyCommand: ParsableCommand {
 struct ScheduleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "schedule",
-        abstract: "Show a day's allowed and bedtime periods for a user, in the policy's time zone.")
+        abstract: "Show a day's allowed, bedtime and downtime periods for a user, in the policy's time zone.")
 
     @OptionGroup var location: LocationOptions
     @Argument(help: "The user's login name.") var user: String
@@ -171,6 +180,7 @@ struct ScheduleCommand: ParsableCommand {
         let periods = schedule.periods(on: day)
         workspace.finish()
         let limit = schedule.limitMinutes(on: day)
+        let exception = schedule.exception(on: day)
         if json {
             let object = JSONObject([
                 ("user", .string(user)),
@@ -184,15 +194,20 @@ struct ScheduleCommand: ParsableCommand {
                     .array(
                         periods.map { period in
                             .object(
-                                JSONObject([
-                                    ("start", .string(zone.iso8601(period.start))),
-                                    ("end", .string(zone.iso8601(period.end))),
-                                    ("state", .string(period.state.rawValue)),
-                                ]))
+                                JSONObject(
+                                    [
+                                        ("start", .string(zone.iso8601(period.start))),
+                                        ("end", .string(zone.iso8601(period.end))),
+                                        ("state", .string(period.state.rawValue)),
+                                    ] + (period.window.map { [("window", JSONValue.string($0))] } ?? [])))
                         })
                 ),
             ])
-            Output.line(JSONValue.object(object).prettyString)
+            var full = object
+            if let exception { full["exception"] = .string(exception.range) }
+            if let weekly = policy.weeklyLimitMinutes { full["weeklyLimitMinutes"] = .int(Int64(weekly)) }
+            if let breaks = policy.breaks { full["breaks"] = .object(JSONObject([("afterMinutes", .int(Int64(breaks.afterMinutes))), ("lengthMinutes", .int(Int64(breaks.lengthMinutes)))])) }
+            Output.line(JSONValue.object(full).prettyString)
             return
         }
         let length = periods.reduce(0) { $0 + $1.seconds }
@@ -206,7 +221,9 @@ struct ScheduleCommand: ParsableCommand {
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
             return instant == dayStart || second % 60 == 0 ? "\(time)" : "\(time):\(second % 60)"
         }
-        let rows = periods.map { ["\(clock($0.start))-\(clock($0.end))", $0.state.rawValue, hours($0.seconds)] }
+        let rows = periods.map { period in
+            ["\(clock(period.start))-\(clock(period.end))", period.window.map { "downtime \($0)" } ?? period.state.rawValue, hours(period.seconds)]
+        }
         table(rows).forEach { Output.line($0) }
         let limitText = limit.map { TimeAllowance.format(minutes: $0) } ?? "unlimited"
         let granted = [
@@ -216,6 +233,9 @@ struct ScheduleCommand: ParsableCommand {
         ].compactMap { $0 }
         let grantText = granted.isEmpty ? "" : " (granted: \(granted.joined(separator: ", ")))"
         Output.line("daily limit \(limitText) within \(hours(allowed)) allowed\(grantText)")
+        if let exception { Output.line("exception \(exception)") }
+        if let weekly = policy.weeklyLimitMinutes { Output.line("weekly limit \(TimeAllowance.format(minutes: weekly)), from Monday") }
+        if let breaks = policy.breaks { Output.line("breaks: \(breaks)") }
     }
 
     /// `24h`, `23h`, `24h30m`, `6h`, `45m`.

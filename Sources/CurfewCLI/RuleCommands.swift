@@ -10,7 +10,9 @@ struct Limit: ParsableCommand {
             With --day it sets an override for those weekdays; --day DAY --clear removes the override. \
             --computers all makes the daily limits count the user's screen time on every family computer \
             that shares this directory (from the usage summaries the agents write there); --computers this \
-            (the default) counts this computer's time only. It may be given alone: curfew limit kid --computers all.
+            (the default) counts this computer's time only. It may be given alone: curfew limit kid --computers all. \
+            --week sets a weekly budget besides the daily limits (up to 56h in steps of 15 minutes, or off; \
+            weeks start on Monday in the policy's time zone): curfew limit kid --week 10h.
             """)
 
     @OptionGroup var options: PublishOptions
@@ -21,10 +23,27 @@ struct Limit: ParsableCommand {
     @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
     @Option(name: .long, help: ArgumentHelp("Whose screen time the limits count: this computer's or all computers'.", valueName: "this|all"))
     var computers: String?
+    @Option(name: .long, help: ArgumentHelp("A weekly budget (10h, 12h30m) or off.", valueName: "duration"))
+    var week: String?
 
     func run() throws {
         let days = try parseDays(day)
         let scope = try computers.map { text in try translatingErrors { try LimitScope.parse(text) } }
+        if let week {
+            guard duration == nil, !clear, days.isEmpty, scope == nil else {
+                throw CLIError("--week is given alone: curfew limit USER --week 10h (or off)", .invalidArguments)
+            }
+            let text = week.lowercased()
+            let minutes: Int? = text == "off" || text == "unlimited" ? nil : try translatingErrors { try TimeAllowance.parseMinutes(week) }
+            try translatingErrors { try Policy.validateWeekly(minutes) }
+            func shown(_ value: Int?) -> String { value.map { TimeAllowance.format(minutes: $0) } ?? "off" }
+            try editPolicy(options, user: user) { policy in policy.weeklyLimitMinutes = minutes } describe: { old, new in
+                old.weeklyLimitMinutes == new.weeklyLimitMinutes
+                    ? "\(user): weekly limit is already \(shown(new.weeklyLimitMinutes))"
+                    : "\(user): weekly limit is now \(shown(new.weeklyLimitMinutes)) (was \(shown(old.weeklyLimitMinutes)))"
+            }
+            return
+        }
         if let scope, duration == nil, !clear, days.isEmpty {
             try editPolicy(options, user: user) { policy in policy.limitScope = scope } describe: { old, new in
                 "\(user): daily limit \(new == old ? "already counts" : "now counts") \(Limit.describe(scope))"
@@ -147,7 +166,7 @@ struct Warnings: ParsableCommand {
 struct LockoutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lockout",
-        abstract: "Set what happens at zero: logout, lock or apps.",
+        abstract: "Set what happens at zero: logout, lock, apps or none.",
         discussion: """
             logout ends the sessions and refuses logins until use is allowed; lock locks the sessions and \
             locks again on unlock; apps stops the tracked apps that are not always allowed.
@@ -155,7 +174,7 @@ struct LockoutCommand: ParsableCommand {
 
     @OptionGroup var options: PublishOptions
     @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "logout, lock or apps.") var action: String
+    @Argument(help: "logout, lock, apps or none.") var action: String
 
     func run() throws {
         let lockout = try translatingErrors { try Lockout.parse(action) }

@@ -170,12 +170,29 @@ final class Workspace {
     ) {
         let zone = Schedule.zone(for: policy)
         let day = zone.localTime(at: now).date
-        let totals = try openStore().read { try UsageTable.dayTotals(user: user, day: day, $0) }
-        let adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
+        let (totals, selfService) = try openStore().read { db in
+            (
+                try UsageTable.dayTotals(user: user, day: day, db),
+                try RequestTable.selfService(user: user, since: zone.startOfDay(day) * 1000, db)
+            )
+        }
+        var adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
+        // Extra time the child took under their allowance today (`curfew extend`) counts as a grant.
+        for use in selfService where zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date == day {
+            adjustments[day, default: DayAdjustment()].extraMinutes += use.grantedMinutes ?? use.minutes
+        }
         let others =
             policy.limitScope == .allComputers
             ? otherComputersUsage(of: user, from: day, through: day).reduce(0) { $0 + $1.screenMilliseconds } : 0
         return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals, others)
+    }
+
+    /// Screen time of `user` saved on this computer in the week of `now` (from Monday, today included),
+    /// in milliseconds, when the policy has a weekly budget; else nil.
+    func savedWeek(of user: String, policy: Policy, now: Int64) throws -> Int64? {
+        guard policy.weeklyLimitMinutes != nil else { return nil }
+        let day = Schedule.zone(for: policy).localTime(at: now).date
+        return try openStore().read { try UsageTable.screenMilliseconds(user: user, from: day.weekStart, through: day, $0) }
     }
 
     /// The latest usage summary of each other computer and day: the verified files in the shared

@@ -12,6 +12,8 @@ public enum AgentRequest: Sendable, Equatable {
     case checkLogin(user: String, service: String?)
     /// A child asks for more time.
     case request(minutes: Int64, reason: String?)
+    /// A child takes the extra time their policy's allowance gives without asking.
+    case extend
 
     /// The line the CLI sends (canonical JSON).
     public var line: String {
@@ -28,6 +30,8 @@ public enum AgentRequest: Sendable, Equatable {
             object["command"] = .string("request")
             object["minutes"] = .int(minutes)
             object["reason"] = reason.map { .string($0) } ?? .null
+        case .extend:
+            object["command"] = .string("extend")
         }
         return JSONValue.object(object).canonicalString
     }
@@ -57,6 +61,8 @@ public enum AgentRequest: Sendable, Equatable {
             case .string(let text)?: return .success(.request(minutes: minutes, reason: text.isEmpty ? nil : text))
             default: return .failure(AgentError(.badRequest, "\"reason\" must be a string"))
             }
+        case "extend":
+            return .success(.extend)
         default:
             return .failure(AgentError(.badRequest, "unknown command \(quoted(command))"))
         }
@@ -105,8 +111,10 @@ public struct AgentReply: Sendable, Equatable, Decodable {
     public var status: StatusReport?
     /// request
     public var request: RecordedRequest?
+    /// extend
+    public var extended: SelfExtensionUse?
 
-    enum CodingKeys: String, CodingKey { case ok, error, message, allowed, status, request }
+    enum CodingKeys: String, CodingKey { case ok, error, message, allowed, status, request, extended = "extension" }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -117,6 +125,7 @@ public struct AgentReply: Sendable, Equatable, Decodable {
         allowed = try container.decodeIfPresent(Bool.self, forKey: .allowed)
         status = try container.decodeIfPresent(StatusReport.self, forKey: .status)
         request = try container.decodeIfPresent(RecordedRequest.self, forKey: .request)
+        extended = try container.decodeIfPresent(SelfExtensionUse.self, forKey: .extended)
     }
 }
 
@@ -148,4 +157,38 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var allowedAgainAt: String?
     public var counting: Bool?
     public var apps: [App]
+}
+
+/// What `extend` answers: the extra time taken, the day it is for, and the week's uses.
+public struct SelfExtensionUse: Sendable, Equatable, Codable {
+    public var minutes: Int
+    public var date: String
+    /// Uses this week, this one included.
+    public var used: Int
+    public var perWeek: Int
+    /// Today's limit with the extra time, in minutes; nil when unlimited.
+    public var limitMinutes: Int?
+
+    public init(minutes: Int, date: String, used: Int, perWeek: Int, limitMinutes: Int?) {
+        self.minutes = minutes
+        self.date = date
+        self.used = used
+        self.perWeek = perWeek
+        self.limitMinutes = limitMinutes
+    }
+
+    public var json: JSONValue {
+        var object = JSONObject([
+            ("minutes", .int(Int64(minutes))), ("date", .string(date)), ("used", .int(Int64(used))),
+            ("perWeek", .int(Int64(perWeek))),
+        ])
+        object["limitMinutes"] = limitMinutes.map { .int(Int64($0)) } ?? .null
+        return .object(object)
+    }
+
+    /// For the child: `15m more today (1 of 3 this week); today's limit is now 2h15m`.
+    public var message: String {
+        "\(TimeAllowance.format(minutes: minutes)) more today (\(used) of \(perWeek) this week)"
+            + (limitMinutes.map { "; today's limit is now \(TimeAllowance.format(minutes: $0))" } ?? "")
+    }
 }

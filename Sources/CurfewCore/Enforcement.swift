@@ -4,10 +4,29 @@ public struct DayUsage: Sendable, Equatable {
     public var screenSeconds: Int64
     /// Each app's time today, in seconds.
     public var appSeconds: [String: Int64]
+    /// Screen time this week, today included (for a weekly budget); nil: unknown, taken as today's.
+    public var weekSeconds: Int64? = nil
+    /// Screen time since the last pause of at least the break's length (for breaks).
+    public var continuousSeconds: Int64 = 0
+    /// How long no screen time has counted up to now.
+    public var pauseSeconds: Int64 = 0
 
-    public init(screenSeconds: Int64, appSeconds: [String: Int64] = [:]) {
+    public init(
+        screenSeconds: Int64, appSeconds: [String: Int64] = [:], weekSeconds: Int64? = nil, continuousSeconds: Int64 = 0,
+        pauseSeconds: Int64 = 0
+    ) {
         self.screenSeconds = screenSeconds
         self.appSeconds = appSeconds
+        self.weekSeconds = weekSeconds
+        self.continuousSeconds = continuousSeconds
+        self.pauseSeconds = pauseSeconds
+    }
+
+    /// The figures `Schedule.decide` needs.
+    public var scheduleUsage: ScheduleUsage {
+        ScheduleUsage(
+            daySeconds: screenSeconds, weekSeconds: weekSeconds, continuousSeconds: continuousSeconds,
+            pauseSeconds: pauseSeconds)
     }
 }
 
@@ -34,6 +53,9 @@ public enum StopReason: Sendable, Equatable, Hashable {
         case .appLimit(let minutes):
             "\(app) was stopped: its daily limit of \(TimeAllowance.format(minutes: minutes)) is used up"
         case .lockout(.bedtime): "\(app) was stopped: it is bedtime"
+        case .lockout(.downtime): "\(app) was stopped: it is downtime"
+        case .lockout(.breakTime): "\(app) was stopped: it is time for a break"
+        case .lockout(.weekLimitReached): "\(app) was stopped: this week's screen time is used up"
         case .lockout: "\(app) was stopped: today's screen time is used up"
         }
     }
@@ -53,12 +75,19 @@ public enum WarningSubject: Sendable, Hashable, Comparable {
     case dailyLimit
     case bedtime
     case app(String)
+    /// A downtime window, by name.
+    case downtime(String)
+    case weeklyLimit
+    case breakTime
 
     public var word: String {
         switch self {
         case .dailyLimit: "daily-limit"
         case .bedtime: "bedtime"
         case .app: "app-limit"
+        case .downtime: "downtime"
+        case .weeklyLimit: "weekly-limit"
+        case .breakTime: "break"
         }
     }
 }
@@ -88,7 +117,7 @@ public enum Enforcement {
         schedule: Schedule, now: Int64, usage: DayUsage, running: Set<String>, tracked: Set<String>
     ) -> EnforcementPlan {
         let policy = schedule.policy
-        let decision = schedule.decide(now: now, usedSeconds: usage.screenSeconds)
+        let decision = schedule.decide(now: now, usage: usage.scheduleUsage)
         var stop: [String: StopReason] = [:]
         var countdowns: [WarningSubject: Int64] = [:]
 
@@ -109,15 +138,27 @@ public enum Enforcement {
         }
 
         var action = SessionAction.none
+        if policy.lockout == Lockout.none {
+            // Monitor only: not even blocked or limited apps are stopped.
+            stop = [:]
+        }
         if decision.state == .allowed {
             // Whichever blocks first is the one the child is warned about.
             let limitLeft = decision.limitRemainingSeconds
             let untilBedtime = schedule.secondsUntilBedtime(from: now)
-            if let limitLeft, limitLeft < (untilBedtime ?? .max) {
-                countdowns[.dailyLimit] = limitLeft
-            } else if let untilBedtime {
-                countdowns[.bedtime] = untilBedtime
+            var candidates: [(WarningSubject, Int64)] = []
+            if let untilBedtime { candidates.append((.bedtime, untilBedtime)) }
+            if let limitLeft { candidates.append((.dailyLimit, limitLeft)) }
+            if let change = decision.nextChange {
+                switch change.state {
+                case .downtime: candidates.append((.downtime(change.window ?? ""), change.at - now))
+                case .weekLimitReached: candidates.append((.weeklyLimit, change.at - now))
+                case .breakTime: candidates.append((.breakTime, change.at - now))
+                default: break
+                }
             }
+            // Ties go to the subject listed first (bedtime before the day's limit, as before).
+            if let first = candidates.min(by: { $0.1 < $1.1 }) { countdowns[first.0] = first.1 }
         } else {
             switch policy.lockout {
             case .logout: action = .logout
@@ -126,6 +167,9 @@ public enum Enforcement {
                 for app in tracked where running.contains(app) && policy.rule(for: app) != .allow && stop[app] == nil {
                     stop[app] = .lockout(decision.state)
                 }
+            case .none:
+                // Monitor only: counted, warned and reported; nothing is stopped.
+                break
             }
         }
         return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns)
@@ -163,6 +207,9 @@ public struct Warning: Sendable, Equatable {
         switch subject {
         case .dailyLimit: return "\(left) of screen time left today"
         case .bedtime: return "bedtime starts in \(left)"
+        case .downtime(let name): return "downtime \(name) starts in \(left)"
+        case .weeklyLimit: return "\(left) of screen time left this week"
+        case .breakTime: return "a break starts in \(left)"
         case .app(let app): return "\(left) of \(app) left today"
         }
     }

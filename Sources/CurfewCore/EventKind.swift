@@ -41,6 +41,8 @@ public struct EventKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let policyLoaded = EventKind(rawValue: "policy-loaded")
     /// The record in force is missing from the shared directory.
     public static let recordMissing = EventKind(rawValue: "record-missing")
+    /// A child took extra time under their allowance (`curfew extend`).
+    public static let selfExtension = EventKind(rawValue: "self-extension")
     /// A session was ended.
     public static let sessionEnded = EventKind(rawValue: "session-ended")
     /// A session was locked.

@@ -12,7 +12,16 @@ public struct LoginVerdict: Sendable, Equatable {
     /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
     /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway).
     public static func decide(user: String, schedule: Schedule, usedSeconds: Int64, now: Int64) -> LoginVerdict {
-        let decision = schedule.decide(now: now, usedSeconds: usedSeconds)
+        decide(user: user, schedule: schedule, usage: ScheduleUsage(daySeconds: usedSeconds), now: now)
+    }
+
+    /// The same, with the week's and the break's figures too.
+    public static func decide(user: String, schedule: Schedule, usage: ScheduleUsage, now: Int64) -> LoginVerdict {
+        let decision = schedule.decide(now: now, usage: usage)
+        if schedule.policy.lockout == Lockout.none, decision.state != .allowed {
+            return LoginVerdict(
+                allowed: true, message: "\(user) may log in (monitor only: \(decision.reason ?? "use is not allowed now"))")
+        }
         guard decision.state != .allowed else {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
             return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")

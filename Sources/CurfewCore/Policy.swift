@@ -8,10 +8,12 @@ public enum Lockout: String, CaseIterable, Sendable, Codable {
     case lock
     /// Stop the tracked apps that are not always allowed.
     case apps
+    /// Monitor only: count, warn and report, but never stop anything or refuse a login.
+    case none
 
     public static func parse(_ text: String) throws(PolicyError) -> Lockout {
         guard let value = Lockout(rawValue: text) else {
-            throw PolicyError("lockout must be logout, lock or apps, got \(quoted(text))")
+            throw PolicyError("lockout must be logout, lock, apps or none, got \(quoted(text))")
         }
         return value
     }
@@ -81,6 +83,16 @@ public struct Policy: Sendable, Equatable {
     public var timezone: String?
     /// Whether the daily limits count this computer's time only or every family computer's.
     public var limitScope: LimitScope
+    /// At most this many minutes a week (weeks start on Monday in the policy's zone); nil: no weekly limit.
+    public var weeklyLimitMinutes: Int?
+    /// Named blocked windows besides bedtime, sorted by name.
+    public var downtime: [DowntimeWindow]
+    /// Forced pauses; nil: none.
+    public var breaks: Breaks?
+    /// Date ranges with other rules than usual, sorted by date, never overlapping.
+    public var exceptions: [PolicyException]
+    /// Extra time the child may take without asking; nil: none.
+    public var selfExtension: SelfExtension?
 
     public init(
         user: String,
@@ -92,7 +104,12 @@ public struct Policy: Sendable, Equatable {
         warnMinutes: [Int] = Policy.defaultWarnMinutes,
         lockout: Lockout = .logout,
         timezone: String? = nil,
-        limitScope: LimitScope = .thisComputer
+        limitScope: LimitScope = .thisComputer,
+        weeklyLimitMinutes: Int? = nil,
+        downtime: [DowntimeWindow] = [],
+        breaks: Breaks? = nil,
+        exceptions: [PolicyException] = [],
+        selfExtension: SelfExtension? = nil
     ) {
         self.user = user
         self.dailyLimit = dailyLimit
@@ -104,6 +121,12 @@ public struct Policy: Sendable, Equatable {
         self.lockout = lockout
         self.timezone = timezone
         self.limitScope = limitScope
+        self.weeklyLimitMinutes = weeklyLimitMinutes
+        self.downtime = downtime
+        self.breaks = breaks
+        self.exceptions = exceptions
+        self.selfExtension = selfExtension
+        sortScheduleLists()
     }
 
     // Checked by validation and by the tests; a literal that cannot fail.
@@ -151,6 +174,11 @@ extension Policy {
         }
         try Policy.validateWarnings(warnMinutes)
         if let timezone { try Policy.validateTimeZone(timezone) }
+        try Policy.validateWeekly(weeklyLimitMinutes)
+        try Policy.validateDowntime(downtime)
+        try breaks?.validate()
+        try Policy.validateExceptions(exceptions)
+        try selfExtension?.validate()
     }
 
     public static func validateDaily(_ allowance: TimeAllowance, rule: String) throws(PolicyError) {
@@ -252,12 +280,14 @@ extension Policy {
 extension Policy {
     public static let fieldNames = [
         "user", "dailyLimitMinutes", "weekdayLimits", "bedtime", "weekdayBedtimes", "apps", "warnMinutes",
-        "lockout", "timezone", "limitScope",
+        "lockout", "timezone", "limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension",
     ]
 
     /// The policy in SPEC.md's JSON form, fields in the documented order. `limitScope` appears only
     /// when it is `all-computers`: a policy that does not use it reads (and verifies) exactly as
-    /// before the field existed, also on computers whose agent does not know it yet.
+    /// before the field existed, also on computers whose agent does not know it yet. So do the
+    /// schedule rules of issue 16: `weeklyLimitMinutes`, `downtime`, `breaks`, `exceptions` and
+    /// `selfExtension` appear only when set.
     public var json: JSONValue {
         func allowance(_ value: TimeAllowance) -> JSONValue {
             if case .minutes(let minutes) = value { return .int(Int64(minutes)) }
@@ -290,6 +320,11 @@ extension Policy {
             ("timezone", timezone.map { .string($0) } ?? .null),
         ])
         if limitScope != .thisComputer { object["limitScope"] = .string(limitScope.rawValue) }
+        if let weeklyLimitMinutes { object["weeklyLimitMinutes"] = .int(Int64(weeklyLimitMinutes)) }
+        if !downtime.isEmpty { object["downtime"] = .array(downtime.sorted { $0.name < $1.name }.map(\.json)) }
+        if let breaks { object["breaks"] = breaks.json }
+        if !exceptions.isEmpty { object["exceptions"] = .array(exceptions.sorted { $0.from < $1.from }.map(\.json)) }
+        if let selfExtension { object["selfExtension"] = selfExtension.json }
         return .object(object)
     }
 
@@ -358,7 +393,35 @@ extension Policy {
             }
             policy.limitScope = scope
         }
+        if let field = object["weeklyLimitMinutes"] {
+            policy.weeklyLimitMinutes = field == .null ? nil : try field.int("weeklyLimitMinutes")
+        }
+        if let field = object["downtime"] {
+            guard case .array(let entries) = field else {
+                throw PolicyError("policy field \"downtime\" must be a list, got \(field.typeName)")
+            }
+            guard entries.count <= DowntimeWindow.maxCount else {
+                throw PolicyError("downtime may hold at most \(DowntimeWindow.maxCount) windows, got \(entries.count)")
+            }
+            for (index, entry) in entries.enumerated() {
+                policy.downtime.append(try DowntimeWindow.decode(entry, path: "downtime[\(index)]"))
+            }
+        }
+        if let field = object["breaks"] { policy.breaks = try Breaks.decode(field) }
+        if let field = object["exceptions"] {
+            guard case .array(let entries) = field else {
+                throw PolicyError("policy field \"exceptions\" must be a list, got \(field.typeName)")
+            }
+            guard entries.count <= PolicyException.maxCount else {
+                throw PolicyError("exceptions may hold at most \(PolicyException.maxCount) date ranges, got \(entries.count)")
+            }
+            for (index, entry) in entries.enumerated() {
+                policy.exceptions.append(try PolicyException.decode(entry, path: "exceptions[\(index)]"))
+            }
+        }
+        if let field = object["selfExtension"] { policy.selfExtension = try SelfExtension.decode(field) }
         try policy.validate()
+        policy.sortScheduleLists()
         policy.warnMinutes.sort(by: >)
         return policy
     }

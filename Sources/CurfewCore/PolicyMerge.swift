@@ -19,7 +19,9 @@
 /// - A record **changes** a field when its value differs from the base's (a record without a base,
 ///   the user's first, sets every field). Fields: `dailyLimitMinutes`, `weekdayLimits.<day>`,
 ///   `bedtime`, `weekdayBedtimes.<day>`, `apps.<app>` (a rule added, removed or changed),
-///   `warnMinutes`, `lockout`, `timezone`, `limitScope`.
+///   `warnMinutes`, `lockout`, `timezone`, `limitScope`, `weeklyLimitMinutes`, `breaks`,
+///   `selfExtension`, `downtime[<name>]` (a window added, removed or changed) and `exceptions[<from>]`
+///   (an exception by its first date), so two parents editing different windows both keep theirs.
 /// - The level's result starts from the previous level's state (or the winner's policy when the
 ///   user was not managed) and takes each field changed by at least one record from the
 ///   highest-ranked record that changed it. When records changed a field to different values, the
@@ -222,6 +224,8 @@ public enum PolicyMerge {
 
     static let appPrefix = "apps."
     static let dayFields = ["weekdayLimits", "weekdayBedtimes"]
+    /// Lists merged entry by entry, by the field that names an entry; entries kept in key order.
+    static let keyedLists = [("downtime", "name"), ("exceptions", "from")]
 
     /// The policy's fields by merge name: SPEC.md's JSON field names, with one field per weekday
     /// override (`weekdayLimits.sat`) and per app (`apps.steam`). Absent overrides and apps have no
@@ -233,6 +237,13 @@ public enum PolicyMerge {
             switch (key, value) {
             case (_, .object(let days)) where dayFields.contains(key):
                 for (day, entry) in days.entries { fields["\(key).\(day)"] = entry }
+            case (_, .array(let entries)) where keyedLists.contains(where: { $0.0 == key }):
+                let keyField = keyedLists.first { $0.0 == key }!.1
+                for entry in entries {
+                    if case .object(let object) = entry, case .string(let name)? = object[keyField] {
+                        fields["\(key)[\(name)]"] = entry
+                    }
+                }
             case ("apps", .array(let rules)):
                 for rule in rules {
                     if case .object(let object) = rule, case .string(let app)? = object["app"] {
@@ -251,14 +262,18 @@ public enum PolicyMerge {
         var object = JSONObject([("user", .string(user))])
         for day in dayFields { object[day] = .object(JSONObject()) }
         object["apps"] = .array([])
+        var lists: [String: [JSONValue]] = [:]
         for (key, value) in fields.sorted(by: { $0.key < $1.key }) where !key.hasPrefix(appPrefix) {
-            if let dot = key.firstIndex(of: "."), case .object(var days)? = object[String(key[..<dot])] {
+            if let bracket = key.firstIndex(of: "["), keyedLists.contains(where: { $0.0 == key[..<bracket] }) {
+                lists[String(key[..<bracket]), default: []].append(value)
+            } else if let dot = key.firstIndex(of: "."), case .object(var days)? = object[String(key[..<dot])] {
                 days[String(key[key.index(after: dot)...])] = value
                 object[String(key[..<dot])] = .object(days)
             } else {
                 object[key] = value
             }
         }
+        for (list, entries) in lists { object[list] = .array(entries) }
         var apps: [JSONValue] = []
         var placed = Set<String>()
         let present = fields.keys.filter { $0.hasPrefix(appPrefix) }.map { String($0.dropFirst(appPrefix.count)) }

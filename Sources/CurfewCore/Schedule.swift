@@ -15,7 +15,27 @@ public struct DayAdjustment: Sendable, Equatable {
 public enum UseState: String, Sendable, Equatable, CaseIterable {
     case allowed
     case bedtime
+    /// A named downtime window.
+    case downtime
     case limitReached = "limit-reached"
+    /// The week's budget is used up.
+    case weekLimitReached = "week-limit-reached"
+    /// A forced pause after a stretch of screen time.
+    case breakTime = "break"
+}
+
+/// Why a span of the day is blocked by the clock (not by usage).
+public enum BlockCause: Sendable, Equatable {
+    case bedtime
+    /// A downtime window, by name, and the clock time it ends.
+    case downtime(String, until: ClockTime)
+
+    var state: UseState {
+        switch self {
+        case .bedtime: .bedtime
+        case .downtime: .downtime
+        }
+    }
 }
 
 /// A half-open span of time `[start, end)` in seconds since the epoch.
@@ -23,14 +43,37 @@ public struct Period: Sendable, Equatable {
     public var start: Int64
     public var end: Int64
     public var state: UseState
+    /// The downtime window that blocks this period, when `state` is `downtime`.
+    public var window: String?
 
-    public init(start: Int64, end: Int64, state: UseState) {
+    public init(start: Int64, end: Int64, state: UseState, window: String? = nil) {
         self.start = start
         self.end = end
         self.state = state
+        self.window = window
     }
 
     public var seconds: Int64 { end - start }
+}
+
+/// The figures a decision needs about use so far, which only the agent (or its database) knows.
+public struct ScheduleUsage: Sendable, Equatable {
+    /// Screen time counted on the local day of `now`, in seconds.
+    public var daySeconds: Int64
+    /// Screen time counted in the week of `now` (from Monday 00:00 in the policy's zone), today
+    /// included; nil when unknown, then taken as `daySeconds`.
+    public var weekSeconds: Int64?
+    /// Screen time since the last pause of at least the break's length (for breaks).
+    public var continuousSeconds: Int64
+    /// How long no screen time has counted up to `now` (0 while it counts).
+    public var pauseSeconds: Int64
+
+    public init(daySeconds: Int64, weekSeconds: Int64? = nil, continuousSeconds: Int64 = 0, pauseSeconds: Int64 = 0) {
+        self.daySeconds = daySeconds
+        self.weekSeconds = weekSeconds
+        self.continuousSeconds = continuousSeconds
+        self.pauseSeconds = pauseSeconds
+    }
 }
 
 /// A policy placed in time: its zone and the parent's grants, ready to answer "may they use it now?".
@@ -38,27 +81,137 @@ public struct Schedule: Sendable {
     public let policy: Policy
     public let zone: ZoneRules
     public let adjustments: [LocalDate: DayAdjustment]
+    /// The policy's exceptions by date, for a binary search.
+    private let exceptionList: [PolicyException]
 
     public init(policy: Policy, zone: ZoneRules, adjustments: [LocalDate: DayAdjustment] = [:]) {
         self.policy = policy
         self.zone = zone
         self.adjustments = adjustments
+        self.exceptionList = policy.exceptions.sorted { $0.from < $1.from }
+    }
+
+    /// The exception covering `date`, if any.
+    public func exception(on date: LocalDate) -> PolicyException? {
+        var low = 0
+        var high = exceptionList.count
+        while low < high {
+            let middle = (low + high) / 2
+            if exceptionList[middle].from <= date { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, exceptionList[low - 1].to >= date else { return nil }
+        return exceptionList[low - 1]
+    }
+
+    /// The daily limit that day before extra time: an exception's, else the weekday's.
+    public func baseLimit(on date: LocalDate) -> TimeAllowance {
+        exception(on: date)?.dailyLimit ?? policy.limit(on: date.weekday)
     }
 
     /// That day's limit in minutes including extra time, nil when unlimited.
     public func limitMinutes(on date: LocalDate) -> Int? {
-        guard case .minutes(let minutes) = policy.limit(on: date.weekday) else { return nil }
+        guard case .minutes(let minutes) = baseLimit(on: date) else { return nil }
         return minutes + (adjustments[date]?.extraMinutes ?? 0)
+    }
+
+    /// The bedtime window starting on `date`: an exception's, else the weekday's.
+    public func bedtimeWindow(startingOn date: LocalDate) -> BedtimeWindow? {
+        if let exception = exception(on: date), let bedtime = exception.bedtime { return bedtime }
+        return policy.bedtime(startingOn: date.weekday)
     }
 
     /// The bedtime that starts on `date`, as instants, after any delay a parent granted. nil when there
     /// is none that night, or when a DST change makes it empty.
     public func bedtimeInterval(startingOn date: LocalDate) -> (start: Int64, end: Int64)? {
-        guard let window = policy.bedtime(startingOn: date.weekday) else { return nil }
+        guard let window = bedtimeWindow(startingOn: date) else { return nil }
         let delay = Int64(adjustments[date]?.bedtimeDelayMinutes ?? 0) * 60
         let start = zone.instant(date, window.start) + delay
         let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
         return start < end ? (start, end) : nil
+    }
+
+    /// The downtime windows that start on `date` (none on an exception's day that lifts them), as
+    /// instants; empty ones (a DST change) left out.
+    public func downtimeIntervals(startingOn date: LocalDate) -> [(start: Int64, end: Int64, window: DowntimeWindow)] {
+        guard !policy.downtime.isEmpty, exception(on: date)?.liftsDowntime != true else { return [] }
+        let weekday = date.weekday
+        var intervals: [(start: Int64, end: Int64, window: DowntimeWindow)] = []
+        for window in policy.downtime where window.days.contains(weekday) {
+            let start = zone.instant(date, window.start)
+            let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
+            if start < end { intervals.append((start, end, window)) }
+        }
+        return intervals
+    }
+
+    /// Every clock-made block that starts on `date`: bedtime, then downtime windows.
+    func blocks(startingOn date: LocalDate) -> [(start: Int64, end: Int64, cause: BlockCause)] {
+        var blocks: [(start: Int64, end: Int64, cause: BlockCause)] = []
+        if let bedtime = bedtimeInterval(startingOn: date) { blocks.append((bedtime.start, bedtime.end, .bedtime)) }
+        for interval in downtimeIntervals(startingOn: date) {
+            blocks.append((interval.start, interval.end, .downtime(interval.window.name, until: interval.window.end)))
+        }
+        return blocks
+    }
+
+    /// One local day cut into spans at every block edge, each with the block that decides it (bedtime
+    /// before downtime; among windows, the one that ends last, then by name) or nil where the clock
+    /// allows use.
+    struct DayPlan {
+        var date: LocalDate
+        var start: Int64
+        var end: Int64
+        var spans: [(start: Int64, end: Int64, cause: BlockCause?)]
+
+        func span(at instant: Int64) -> (start: Int64, end: Int64, cause: BlockCause?) {
+            var low = 0
+            var high = spans.count
+            while low < high {
+                let middle = (low + high) / 2
+                if spans[middle].start <= instant { low = middle + 1 } else { high = middle }
+            }
+            return spans[max(0, low - 1)]
+        }
+    }
+
+    func dayPlan(_ date: LocalDate) -> DayPlan {
+        let dayStart = zone.startOfDay(date)
+        let dayEnd = zone.startOfDay(date.adding(days: 1))
+        var blocks: [(start: Int64, end: Int64, cause: BlockCause)] = []
+        for day in [date.adding(days: -1), date] {
+            for block in self.blocks(startingOn: day) {
+                let start = max(block.start, dayStart)
+                let end = min(block.end, dayEnd)
+                if start < end { blocks.append((start, end, block.cause)) }
+            }
+        }
+        var edges = [dayStart, dayEnd]
+        for block in blocks {
+            edges.append(block.start)
+            edges.append(block.end)
+        }
+        edges = Array(Set(edges)).sorted()
+        var spans: [(start: Int64, end: Int64, cause: BlockCause?)] = []
+        for (start, end) in zip(edges, edges.dropFirst()) {
+            var cause: BlockCause? = nil
+            var causeEnd: Int64 = 0
+            for block in blocks where block.start <= start && start < block.end {
+                switch (cause, block.cause) {
+                case (.bedtime?, _): continue
+                case (_, .bedtime): cause = .bedtime
+                case (nil, _): cause = block.cause
+                case (.downtime(let name, _)?, .downtime(let other, _)):
+                    if block.end > causeEnd || (block.end == causeEnd && other < name) { cause = block.cause } else { continue }
+                }
+                causeEnd = block.end
+            }
+            if let last = spans.last, last.cause == cause {
+                spans[spans.count - 1].end = end
+            } else {
+                spans.append((start, end, cause))
+            }
+        }
+        return DayPlan(date: date, start: dayStart, end: dayEnd, spans: spans)
     }
 
     /// The local day's bedtime intervals clipped to the day, in order, overlaps merged.
@@ -83,19 +236,16 @@ public struct Schedule: Sendable {
     }
 
     /// The local day from its 00:00 to the next day's 00:00 (23, 24, 24.5 or 25 hours around DST
-    /// changes) as contiguous `allowed` and `bedtime` periods.
+    /// changes) as contiguous `allowed`, `bedtime` and `downtime` periods (a downtime period names
+    /// its window).
     public func periods(on date: LocalDate) -> [Period] {
-        let dayStart = zone.startOfDay(date)
-        let dayEnd = zone.startOfDay(date.adding(days: 1))
-        var periods: [Period] = []
-        var cursor = dayStart
-        for (start, end) in bedtimeIntervals(within: dayStart, dayEnd, date: date) {
-            if cursor < start { periods.append(Period(start: cursor, end: start, state: .allowed)) }
-            periods.append(Period(start: start, end: end, state: .bedtime))
-            cursor = end
+        dayPlan(date).spans.map { span in
+            switch span.cause {
+            case nil: Period(start: span.start, end: span.end, state: .allowed)
+            case .bedtime: Period(start: span.start, end: span.end, state: .bedtime)
+            case .downtime(let name, _): Period(start: span.start, end: span.end, state: .downtime, window: name)
+            }
         }
-        if cursor < dayEnd { periods.append(Period(start: cursor, end: dayEnd, state: .allowed)) }
-        return periods
     }
 
     public func isBedtime(at instant: Int64) -> Bool {
@@ -110,77 +260,129 @@ public struct Schedule: Sendable {
 
     /// The state at `instant` given the screen time already used on that local day.
     public func state(at instant: Int64, usedSeconds: Int64) -> UseState {
-        if isBedtime(at: instant) { return .bedtime }
-        if let limit = limitMinutes(on: zone.localTime(at: instant).date), usedSeconds >= Int64(limit) * 60 {
-            return .limitReached
+        let plan = dayPlan(zone.localTime(at: instant).date)
+        return state(cause: plan.span(at: instant).cause, date: plan.date, usage: ScheduleUsage(daySeconds: usedSeconds))
+    }
+
+    /// The state at `instant` given the day's, the week's and the break's figures.
+    public func state(at instant: Int64, usage: ScheduleUsage) -> UseState {
+        let plan = dayPlan(zone.localTime(at: instant).date)
+        var figures = usage
+        if let breaks = policy.breaks, figures.pauseSeconds >= Int64(breaks.lengthMinutes) * 60 { figures.continuousSeconds = 0 }
+        return state(cause: plan.span(at: instant).cause, date: plan.date, usage: figures)
+    }
+
+    /// The state given the clock's block (if any) and the usage so far, blocks by the clock first.
+    func state(cause: BlockCause?, date: LocalDate, usage: ScheduleUsage) -> UseState {
+        if let cause { return cause.state }
+        if let limit = limitMinutes(on: date), usage.daySeconds >= Int64(limit) * 60 { return .limitReached }
+        if let week = policy.weeklyLimitMinutes, (usage.weekSeconds ?? usage.daySeconds) >= Int64(week) * 60 {
+            return .weekLimitReached
+        }
+        if let breaks = policy.breaks, usage.continuousSeconds >= Int64(breaks.afterMinutes) * 60,
+            usage.pauseSeconds < Int64(breaks.lengthMinutes) * 60
+        {
+            return .breakTime
         }
         return .allowed
     }
 
+    /// `decide(now:usage:)` with only the day's screen time known.
+    public func decide(now: Int64, usedSeconds: Int64, horizonDays: Int = 14) -> Decision {
+        decide(now: now, usage: ScheduleUsage(daySeconds: usedSeconds), horizonDays: horizonDays)
+    }
+
     /// Answers "may they use it now, why not, how long is left, and when does that change?".
     ///
-    /// `usedSeconds` is the screen time counted so far on the local day of `now`. The next change is
-    /// found by walking forward through the day boundaries and bedtime edges, assuming the user keeps
-    /// using the computer whenever allowed, for at most `horizonDays` days.
-    public func decide(now: Int64, usedSeconds: Int64, horizonDays: Int = 14) -> Decision {
-        let today = zone.localTime(at: now).date
-        let state = state(at: now, usedSeconds: usedSeconds)
-        let limit = limitMinutes(on: today)
-        let limitLeft = limit.map { max(0, Int64($0) * 60 - usedSeconds) }
+    /// The next change is found by walking forward through day boundaries, block edges, and the
+    /// moments a limit, the week's budget or a break runs out, assuming the user keeps using the
+    /// computer whenever allowed, for at most `horizonDays` days. A break ends once no screen time
+    /// has counted for its length; any blocked time counts as a pause.
+    public func decide(now: Int64, usage: ScheduleUsage, horizonDays: Int = 14) -> Decision {
+        var plan = dayPlan(zone.localTime(at: now).date)
+        let today = plan.date
+        let breakAfter = policy.breaks.map { Int64($0.afterMinutes) * 60 }
+        let breakLength = policy.breaks.map { Int64($0.lengthMinutes) * 60 } ?? 0
+        var figures = usage
+        if figures.weekSeconds == nil { figures.weekSeconds = figures.daySeconds }
+        if breakAfter != nil, figures.pauseSeconds >= breakLength { figures.continuousSeconds = 0 }
 
-        // Every instant where the state can change without usage: day starts and bedtime edges.
-        var edges: [(instant: Int64, newDay: Bool)] = []
-        for offset in -1...horizonDays {
-            let day = today.adding(days: offset)
-            edges.append((zone.startOfDay(day.adding(days: 1)), true))
-            if let window = bedtimeInterval(startingOn: day) {
-                edges.append((window.start, false))
-                edges.append((window.end, false))
-            }
-        }
-        edges = edges.filter { $0.instant > now }.sorted { $0.instant < $1.instant }
+        let nowSpan = plan.span(at: now)
+        let state = self.state(cause: nowSpan.cause, date: today, usage: figures)
+        let limit = limitMinutes(on: today)
+        let limitLeft = limit.map { max(0, Int64($0) * 60 - usage.daySeconds) }
+        let weekLeft = policy.weeklyLimitMinutes.map { max(0, Int64($0) * 60 - figures.weekSeconds!) }
 
         var cursor = now
-        var used = usedSeconds
         var current = state
-        var nextChange: (Int64, UseState)? = nil
+        var nextChange: Decision.Change? = nil
         var allowedAgain: Int64? = state == .allowed ? now : nil
-        for edge in edges {
-            // While allowed, time is used up; running out before the next edge is a change too.
-            if current == .allowed, let limit = limitMinutes(on: zone.localTime(at: cursor).date) {
-                let runsOutAt = cursor + max(0, Int64(limit) * 60 - used)
-                if runsOutAt < edge.instant {
-                    if nextChange == nil { nextChange = (runsOutAt, .limitReached) }
-                    current = .limitReached
-                }
+        let horizon = zone.startOfDay(today.adding(days: horizonDays + 1))
+        var steps = 0
+        while cursor < horizon, nextChange == nil || allowedAgain == nil, steps < 10_000 {
+            steps += 1
+            let span = plan.span(at: cursor)
+            var end = span.end
+            if current == .allowed {
+                if let limit = limitMinutes(on: plan.date) { end = min(end, cursor + Int64(limit) * 60 - figures.daySeconds) }
+                if let week = policy.weeklyLimitMinutes { end = min(end, cursor + Int64(week) * 60 - figures.weekSeconds!) }
+                if let breakAfter { end = min(end, cursor + breakAfter - figures.continuousSeconds) }
+                let used = end - cursor
+                figures.daySeconds += used
+                figures.weekSeconds! += used
+                figures.continuousSeconds += used
+                figures.pauseSeconds = 0
+            } else {
+                if current == .breakTime { end = min(end, cursor + breakLength - figures.pauseSeconds) }
+                figures.pauseSeconds += end - cursor
+                if breakAfter != nil, figures.pauseSeconds >= breakLength { figures.continuousSeconds = 0 }
             }
-            if current == .allowed { used += edge.instant - cursor }
-            cursor = edge.instant
-            if edge.newDay { used = 0 }
-            let next = self.state(at: cursor, usedSeconds: used)
+            cursor = end
+            if cursor >= plan.end {
+                plan = dayPlan(plan.date.adding(days: 1))
+                figures.daySeconds = 0
+                if plan.date.weekday == .mon { figures.weekSeconds = 0 }
+            }
+            let cause = plan.span(at: cursor).cause
+            let next = self.state(cause: cause, date: plan.date, usage: figures)
             if next != current {
-                if nextChange == nil { nextChange = (cursor, next) }
+                if nextChange == nil {
+                    var window: String? = nil
+                    if case .downtime(let name, _)? = cause { window = name }
+                    nextChange = Decision.Change(at: cursor, state: next, window: window)
+                }
                 if next == .allowed && allowedAgain == nil { allowedAgain = cursor }
                 current = next
             }
-            if nextChange != nil && allowedAgain != nil { break }
         }
 
-        let untilBedtime = edges.first(where: { !$0.newDay && isBedtime(at: $0.instant) }).map { $0.instant - now }
         let remaining: Int64?
         switch state {
         case .allowed:
             // From `allowed` the next change is always to a blocked state. It comes before both the
             // limit and bedtime when a new day starts with no time at all (a weekday limit of 0).
-            remaining = [limitLeft, untilBedtime, nextChange.map { $0.0 - now }].compactMap { $0 }.min()
-        case .bedtime, .limitReached:
+            let untilBedtime = secondsUntilBedtime(from: now)
+            remaining = [limitLeft, weekLeft, untilBedtime, nextChange.map { $0.at - now }].compactMap { $0 }.min()
+        default:
             remaining = 0
         }
+        var window: String? = nil
+        var until: ClockTime? = nil
+        if case .downtime(let name, let end)? = nowSpan.cause {
+            window = name
+            until = end
+        }
+        if state == .breakTime, let again = allowedAgain {
+            let second = zone.localTime(at: again).secondOfDay
+            until = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
+        }
         return Decision(
-            state: state, date: today, limitMinutes: limit, usedSeconds: usedSeconds,
-            limitRemainingSeconds: limitLeft, remainingSeconds: remaining,
-            nextChange: nextChange.map { Decision.Change(at: $0.0, state: $0.1) },
-            allowedAgainAt: allowedAgain)
+            state: state, date: today, limitMinutes: limit, usedSeconds: usage.daySeconds,
+            limitRemainingSeconds: limitLeft, remainingSeconds: remaining, nextChange: nextChange,
+            allowedAgainAt: allowedAgain, weekLimitMinutes: policy.weeklyLimitMinutes,
+            weekUsedSeconds: policy.weeklyLimitMinutes == nil ? nil : (usage.weekSeconds ?? usage.daySeconds),
+            weekRemainingSeconds: weekLeft, window: window, blockedUntil: until,
+            breakMinutes: policy.breaks?.lengthMinutes, exception: exception(on: today).map(\.range))
     }
 }
 
@@ -189,6 +391,8 @@ public struct Decision: Sendable, Equatable {
     public struct Change: Sendable, Equatable {
         public var at: Int64
         public var state: UseState
+        /// The downtime window that starts then, when `state` is `downtime`.
+        public var window: String? = nil
     }
 
     public var state: UseState
@@ -206,12 +410,30 @@ public struct Decision: Sendable, Equatable {
     public var nextChange: Change?
     /// When use is next allowed: `now` if it is allowed now; nil if not within the horizon.
     public var allowedAgainAt: Int64?
+    /// The week's budget in minutes; nil without one.
+    public var weekLimitMinutes: Int? = nil
+    /// Screen time this week so far, when the policy has a weekly budget.
+    public var weekUsedSeconds: Int64? = nil
+    /// Screen time left this week; nil without a weekly budget.
+    public var weekRemainingSeconds: Int64? = nil
+    /// The downtime window in force, when `state` is `downtime`.
+    public var window: String? = nil
+    /// The local clock time the downtime window or break in force ends.
+    public var blockedUntil: ClockTime? = nil
+    /// The break's length, when the policy has breaks.
+    public var breakMinutes: Int? = nil
+    /// The exception in force today (`2026-12-24` or `2026-12-21..2027-01-03`).
+    public var exception: String? = nil
 
     /// Why use is not allowed, in words for the child.
     public var reason: String? {
         switch state {
         case .allowed: nil
         case .bedtime: "it is bedtime"
+        case .downtime: "downtime: \(window ?? "a window")" + (blockedUntil.map { " until \($0)" } ?? "")
+        case .weekLimitReached: "this week's limit of \(TimeAllowance.format(minutes: weekLimitMinutes ?? 0)) is used up"
+        case .breakTime:
+            "time for a \(TimeAllowance.format(minutes: breakMinutes ?? 0)) break" + (blockedUntil.map { " until \($0)" } ?? "")
         case .limitReached:
             limitMinutes == 0
                 ? "no screen time is allowed today" : "today's limit of \(TimeAllowance.format(minutes: limitMinutes ?? 0)) is used up"

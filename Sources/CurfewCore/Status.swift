@@ -25,12 +25,15 @@ public struct UserStatus: Sendable, Equatable {
     /// Today's status from the day's totals (`""` = screen time) and the running apps.
     public static func make(
         user: String, policy: Policy, zone: ZoneRules, now: Int64, totals: [String: Int64], running: Set<String>,
-        counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:], otherComputers: Int64 = 0
+        counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:], otherComputers: Int64 = 0,
+        weekMilliseconds: Int64? = nil, breakClock: BreakClock? = nil
     ) -> UserStatus {
         let screen = totals[UsageKey.screen] ?? 0
         let others = policy.limitScope == .allComputers ? otherComputers : nil
-        let decision = Schedule(policy: policy, zone: zone, adjustments: adjustments)
-            .decide(now: now, usedSeconds: (screen + (others ?? 0)) / 1000)
+        let usage = ScheduleUsage(
+            daySeconds: (screen + (others ?? 0)) / 1000, weekSeconds: weekMilliseconds.map { ($0 + (others ?? 0)) / 1000 },
+            continuousSeconds: breakClock?.continuousSeconds ?? 0, pauseSeconds: breakClock?.pauseSeconds ?? 0)
+        let decision = Schedule(policy: policy, zone: zone, adjustments: adjustments).decide(now: now, usage: usage)
         var names = Set(totals.keys.filter { $0 != UsageKey.screen }).union(running)
         names.subtract(Accounting.sessionPlumbing)
         let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
@@ -78,6 +81,14 @@ public struct UserStatus: Sendable, Equatable {
                 ("state", .string(decision.state.rawValue)),
             ])
         object["reason"] = decision.reason.map { .string($0) } ?? .null
+        // The schedule rules of issue 16, only when they apply (the fields above read as before).
+        if let window = decision.window { object["window"] = .string(window) }
+        if let exception = decision.exception { object["exception"] = .string(exception) }
+        if let week = decision.weekLimitMinutes {
+            object["weekLimitMinutes"] = .int(Int64(week))
+            object["weekSeconds"] = .int(decision.weekUsedSeconds ?? 0)
+            object["weekRemainingSeconds"] = .int(decision.weekRemainingSeconds ?? 0)
+        }
         object["nextChange"] =
             decision.nextChange.map {
                 .object(JSONObject([("at", .string(zone.iso8601($0.at))), ("state", .string($0.state.rawValue))]))

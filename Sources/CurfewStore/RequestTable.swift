@@ -75,6 +75,33 @@ public enum RequestTable {
             status: .pending)
     }
 
+    /// Who answers a self-service extension (`curfew extend`): the policy's allowance, not a parent.
+    public static let selfService = "allowance"
+
+    /// Records extra time a child took without asking, under the policy's allowance: a request that is
+    /// approved as it is made (so parents see it in `curfew requests --all`); `now` in milliseconds.
+    @discardableResult
+    public static func addSelfService(user: String, minutes: Int, now: Int64, _ db: Database) throws -> TimeRequest {
+        try db.execute(
+            sql: """
+                INSERT INTO requests (user, minutes, reason, created_ms, status, answered_ms, granted_minutes, answered_by, notified)
+                VALUES (?, ?, NULL, ?, 'approved', ?, ?, ?, 1)
+                """,
+            arguments: [user, minutes, now, now, minutes, selfService])
+        return TimeRequest(
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: nil, createdMilliseconds: now, status: .approved,
+            answeredMilliseconds: now, grantedMinutes: minutes, answeredBy: selfService, notified: true)
+    }
+
+    /// The self-service extensions of `user` made at or after `since` (milliseconds), oldest first.
+    public static func selfService(user: String, since: Int64, _ db: Database) throws -> [TimeRequest] {
+        try Row.fetchAll(
+            db,
+            sql: "SELECT \(columns) FROM requests WHERE user = ? AND answered_by = ? AND status = 'approved' AND created_ms >= ? ORDER BY id",
+            arguments: [user, selfService, since]
+        ).map(request)
+    }
+
     /// How many requests of `user` are waiting for an answer, and how many were made at or after
     /// `since` (milliseconds; answered ones included): what `RequestRules.checkRoom` weighs.
     public static func counts(user: String, since: Int64, _ db: Database) throws -> (pending: Int, recent: Int) {

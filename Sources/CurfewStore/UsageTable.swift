@@ -35,6 +35,14 @@ public enum UsageTable {
         return rows
     }
 
+    /// Screen time of `user` from `from` through `to` (inclusive), in milliseconds: a week's so far,
+    /// for a weekly budget.
+    public static func screenMilliseconds(user: String, from: LocalDate, through to: LocalDate, _ db: Database) throws -> Int64 {
+        try Int64.fetchOne(
+            db, sql: "SELECT COALESCE(SUM(milliseconds), 0) FROM usage WHERE user = ? AND app = '' AND day BETWEEN ? AND ?",
+            arguments: [user, "\(from)", "\(to)"]) ?? 0
+    }
+
     /// Totals of one local day by app (`""` = screen time).
     public static func dayTotals(user: String, day: LocalDate, _ db: Database) throws -> [String: Int64] {
         var totals: [String: Int64] = [:]

@@ -171,4 +171,79 @@ struct TrackerTests {
         tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         #expect(tracker.stopRecords.isEmpty)
     }
+
+    /// Breaks (issue 16) against a real process and the test's clock: after `afterMinutes` of counted
+    /// screen time the decision is a break, the tracker stops the child's processes (logout without
+    /// logind), and after a pause of the break's length use is allowed again. Its own account
+    /// (`curfewbreaks`): the lockout stops every process of it, which must not hit the other tests'.
+    @Test func aBreakAfterTheStretchOfRealUse() throws {
+        let clock = FakeClock(ClockReading(monotonic: 10_000, boottime: 10_000, wall: TrackerTests.noon))
+        let user = "curfewbreaks"
+        if Accounts.account(named: user) == nil {
+            _ = reap(try spawnProcess("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user]))
+        }
+        let account = try #require(Accounts.account(named: user))
+        let pid = try spawnProcess("/bin/sleep", ["600"], uid: account.uid)
+        defer { killAndReap(pid) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-tracker-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try StateStore(path: "\(directory)/curfew.db", concurrentReaders: true)
+        let state = AgentState()
+        var policy = Policy.defaults(for: user)
+        policy.bedtime = nil
+        policy.timezone = "UTC"
+        policy.dailyLimit = .unlimited
+        policy.breaks = Breaks(afterMinutes: 15, lengthMinutes: 5)
+        state.setPolicies([user: policy], versions: [user: 1])
+        state.setSessions(nil)
+        let tracker = Tracker(
+            state: state, store: store, catalog: AppCatalog([]), logger: Logger(label: "test"), useProcessConnector: false,
+            flushIntervalMilliseconds: 0, clock: { clock.now })
+        tracker.start()
+        func screen() throws -> Int64 {
+            try store.read { try UsageTable.dayTotals(user: user, day: LocalDate(year: 2026, month: 11, day: 21)!, $0) }[""] ?? 0
+        }
+        func decision() throws -> Decision {
+            let schedule = try #require(tracker.state.schedule(of: user, systemZone: ZoneRules(identifier: "UTC")!))
+            return Enforcement.plan(
+                schedule: schedule, live: tracker.state.live(of: user), running: [], catalog: AppCatalog([]),
+                now: clock.now.wall / 1000
+            ).decision
+        }
+        tracker.tick()
+        for _ in 0..<14 {
+            clock.advance(monotonic: 60_000)
+            tracker.tick()
+        }
+        #expect(tracker.state.live(of: user)?.breakClock.continuousSeconds == Int64(14 * 60))
+        #expect(try decision().state == .allowed)
+        #expect(try decision().nextChange?.state == .breakTime)
+        #expect(kill(pid, 0) == 0, "the child's process runs before the break")
+        clock.advance(monotonic: 60_000)
+        tracker.tick()
+        let due = try decision()
+        #expect(due.state == .breakTime && due.reason == "time for a 5m break until 12:20", "\(due)")
+        // The lockout (logout, without logind: every process of the child) stops the real process.
+        var status: Int32 = 0
+        var gone = false
+        for _ in 0..<100 where !gone {
+            clock.advance(monotonic: 50)
+            tracker.tick()
+            gone = waitpid(pid, &status, WNOHANG) == pid
+            if !gone { usleep(50_000) }
+        }
+        #expect(gone, "the break did not stop the child's process")
+        // The tracker observes each tick for the next interval: one short tick sees the process gone.
+        clock.advance(monotonic: 50)
+        tracker.tick()
+        // Five minutes without screen time end the break.
+        for _ in 0..<5 {
+            clock.advance(monotonic: 60_000)
+            tracker.tick()
+        }
+        let after = try decision()
+        #expect(after.state == .allowed, "\(after) \(String(describing: tracker.state.live(of: user)))")
+        #expect(try screen() >= Int64(15 * 60_000))
+    }
 }

@@ -147,6 +147,8 @@ struct EnforcementTests {
                     #expect(plan.sessionAction == .lock && plan.stopApps.isEmpty)
                 case .apps:
                     #expect(plan.sessionAction == SessionAction.none && plan.stopApps == ["firefox": .lockout(state)])
+                case .none:
+                    #expect(plan.sessionAction == SessionAction.none && plan.stopApps.isEmpty)
                 }
             }
         }

@@ -261,16 +261,16 @@ struct PolicyValidationTests {
         #expect(policy.bedtime(startingOn: .sat) == nil)
     }
 
-    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps)])
+    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps), ("none", .none)])
     func lockout(text: String, value: Lockout) throws {
         #expect(try Lockout.parse(text) == value)
     }
 
-    @Test("unknown lockout names", arguments: ["kill", "Logout", "", "none"])
+    @Test("unknown lockout names", arguments: ["kill", "Logout", "", "nothing"])
     func badLockout(text: String) {
         #expect(
             policyErrorMessage { () throws(PolicyError) in try Lockout.parse(text) }
-                == "lockout must be logout, lock or apps, got \(jsonQuoted(text))")
+                == "lockout must be logout, lock, apps or none, got \(jsonQuoted(text))")
     }
 }
 
@@ -368,13 +368,14 @@ struct PolicyDecodeTests {
             Issue.record("not an object")
             return
         }
-        // limitScope is written only when it is not the default, so a policy that does not use it
-        // reads (and its records verify) as before the field existed.
-        #expect(object.keys == Policy.fieldNames.filter { $0 != "limitScope" })
+        // limitScope and the schedule rules of issue 16 are written only when set, so a policy that
+        // does not use them reads (and its records verify) as before the fields existed.
+        let optional: Set = ["limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension"]
+        #expect(object.keys == Policy.fieldNames.filter { !optional.contains($0) })
         var everyComputer = policy
         everyComputer.limitScope = .allComputers
         guard case .object(let all) = everyComputer.json else { return }
-        #expect(all.keys == Policy.fieldNames)
+        #expect(all.keys == Policy.fieldNames.filter { $0 == "limitScope" || !optional.contains($0) })
         #expect(all["limitScope"] == .string("all-computers"))
         #expect(try Policy.decode(everyComputer.json) == everyComputer)
         #expect(try Policy.decode(JSONValue.parse(#"{"user": "kid", "limitScope": "this-computer"}"#)).limitScope == .thisComputer)
@@ -391,7 +392,8 @@ struct PolicyDecodeTests {
     }
 
     static let knownFields =
-        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope"
+        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, "
+        + "weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension"
 
     @Test(
         "decoding errors name the field and the value",
@@ -552,7 +554,7 @@ struct PolicyDecodeTests {
             (#"{"user": "kid", "warnMinutes": [15, "5"]}"#, #"policy field "warnMinutes[1]" must be a whole number, got a string"#),
             (#"{"user": "kid", "warnMinutes": [15, 0]}"#, "warning minutes must be between 1 and 480, got 0"),
             (#"{"user": "kid", "warnMinutes": [5, 5]}"#, "warning minutes must differ, got 5 twice"),
-            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock or apps, got "kill""#),
+            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock, apps or none, got "kill""#),
             (#"{"user": "kid", "lockout": null}"#, #"policy field "lockout" must be a string, got null"#),
             (#"{"user": "kid", "timezone": 1}"#, #"policy field "timezone" must be a string, got a number"#),
             (

@@ -211,7 +211,7 @@ struct RecordTests {
             "invalid policy: daily limit must be a multiple of 15 minutes, got 17"),
         .init(
             "a policy with an unknown field", RecordFixture.withPolicy { $0["bonus"] = .int(1) },
-            #"invalid policy: unknown policy field "bonus" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope)"#
+            #"invalid policy: unknown policy field "bonus" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#
         ),
         .init(
             "a policy without a user", RecordFixture.withPolicy { $0["user"] = nil },

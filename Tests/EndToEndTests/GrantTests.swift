@@ -94,6 +94,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
             (["grant", "kid", "0", "--bedtime", "0"], "extra time must be between 1 and 480 minutes, got 0"),
             (["grant", "kid", "unlimited"], #"extra time must be a duration like 30m, 1h30m or 0, got "unlimited""#),
             (["grant", "kid", "30m", "--date", "24.12.2026"], #"date must look like YYYY-MM-DD, got "24.12.2026""#),
+            (["grant", "kid", "30m", "--date", "2020-12-24"], "2020-12-24 is already over (today is \(todayInBerlin(zone: "UTC"))); extra time is for today or a later day"),
             (
                 ["grant", "sis", "30m"],
                 #"unknown user "sis": no policy for this user (add one with curfew user add sis)"#

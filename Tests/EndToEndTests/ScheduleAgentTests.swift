@@ -1,0 +1,146 @@
+import CurfewCore
+import CurfewLinux
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue 16's rules enforced by the real agent on a real child account of their own (`curfewsched`),
+/// so the suites that count or stop `curfewkid` and `curfewlocked` are not touched.
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: a test account, its processes and signals"))
+struct ScheduleAgentTests {
+    static let account = "curfewsched"
+    let enforcement = EnforcementEndToEndTests()
+
+    /// `HH:MM` in UTC of an instant.
+    static func clock(_ instant: Int64) -> String {
+        let minutes = Int(instant % 86_400) / 60
+        return String(format: "%02d:%02d", minutes / 60, minutes % 60)
+    }
+
+    /// A downtime window that starts at the next minute (at least 3 seconds away) stops the child's
+    /// process when it starts, and a login is then refused naming the window and its end.
+    @Test func aDowntimeWindowStopsTheChildAndRefusesTheLoginByName() throws {
+        let (runner, account, _, _) = try enforcement.base.setUp(account: Self.account)
+        defer { runner.cleanUp() }
+        try runner.ok(["timezone", account.name, "UTC"])
+        let now = Int64(Date().timeIntervalSince1970)
+        let start = (now + 3 + 59) / 60 * 60
+        let end = start + 120
+        try runner.ok(["downtime", account.name, "add", "chores", "\(Self.clock(start))-\(Self.clock(end))"])
+        let process = try enforcement.base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
+        defer {
+            kill(process, SIGKILL)
+            _ = waitForExit(process)
+        }
+        let agent = try enforcement.agent(runner)
+        defer { _ = agent.stop() }
+        let before = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
+        #expect(before.status == 0, "\(before)")
+        let wait = Double(start - Int64(Date().timeIntervalSince1970))
+        #expect(enforcement.death(of: process, within: wait - 0.5) == nil, "stopped before the window\n\(agent.log)")
+        #expect(enforcement.death(of: process, within: 3.5) != nil, "the window did not stop the child's process\n\(agent.log)")
+        let refused = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
+        #expect(refused.status == 77, "\(refused)")
+        let again = end / 86_400 > start / 86_400 ? "tomorrow at \(Self.clock(end))" : "at \(Self.clock(end))"
+        #expect(
+            refused.stdout
+                == "Curfew: \(account.name) may not log in now: downtime: chores until \(Self.clock(end)). You may log in again \(again).\n",
+            "\(refused)")
+        usleep(300_000)
+        let lockouts = try enforcement.events(runner, kind: "lockout")
+        #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(Self.clock(end))") == true, "\(lockouts)")
+    }
+
+    /// `curfew extend` run by the child: twice it adds the allowance to today's limit, the third time
+    /// in the week it is refused with the reason; each use is in `curfew requests --all` and the events.
+    @Test func extendTwiceThenTheThirdTimeInAWeekIsRefused() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        chmod(runner.root.path, 0o755)
+        try runner.ok(["init"])
+        try runner.ok(["user", "add", account.name])
+        try runner.ok(["limit", account.name, "1h"])
+        try runner.ok(["bedtime", account.name, "off"])
+        try runner.ok(["timezone", account.name, "UTC"])
+        let agent = try AgentProcess(runner)
+        defer { agent.killHard() }
+        let socket = ["--socket", agent.socketPath]
+        let none = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(none.status == 77, "\(none)")
+        #expect(none.stderr == "curfew: \(account.name) has no extra time to take without asking; ask a parent with curfew request\n")
+
+        try runner.ok(["allowance", account.name, "15m", "--per-week", "2"])
+        var first = try runner.run(["extend"] + socket, asUser: account.name)
+        for _ in 0..<20 where first.status != 0 {
+            // The agent may not have read the new record yet.
+            usleep(250_000)
+            first = try runner.run(["extend"] + socket, asUser: account.name)
+        }
+        #expect(first.status == 0, "\(first)")
+        #expect(first.stdout == "15m more today (1 of 2 this week); today's limit is now 1h15m\n")
+        let second = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(second.stdout == "15m more today (2 of 2 this week); today's limit is now 1h30m\n", "\(second)")
+        let third = try runner.run(["extend"] + socket, asUser: account.name)
+        #expect(third.status == 77, "\(third)")
+        #expect(third.stderr == "curfew: extra time without asking is used up this week (2 of 2); ask a parent with curfew request\n")
+        let root = try runner.run(["extend"] + socket)
+        #expect(root.status == 77 && root.stderr == "curfew: root cannot take extra time; grant it with curfew grant\n", "\(root)")
+
+        let status = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(status.contains(#""limitMinutes": 90,"#) && status.contains(#""extraMinutes": 30,"#), "\(status)")
+        let requests = try runner.ok(["requests", "--all", "--json"]).stdout
+        #expect(requests.components(separatedBy: #""answeredBy": "allowance""#).count == 3, "\(requests)")
+        let events = try runner.ok(["events", "--json"]).stdout
+        #expect(events.components(separatedBy: #""kind": "self-extension""#).count == 3, "\(events)")
+        // Without the agent, the saved state gives the same limit.
+        agent.killHard()
+        let offline = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(offline.contains(#""limitMinutes": 90,"#), "\(offline)")
+    }
+
+    /// A child locked out at bedtime asks for 30 minutes; the parent's `approve` moves tonight's
+    /// bedtime so the child may log in again, until the new bedtime.
+    @Test func approveAtBedtimeLetsTheChildBackInUntilTheNewBedtime() throws {
+        let account = try TestAccount.ensure(Self.account)
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        chmod(runner.root.path, 0o755)
+        try runner.ok(["init"])
+        try runner.ok(["user", "add", account.name])
+        try runner.ok(["limit", account.name, "unlimited"])
+        try runner.ok(["timezone", account.name, "UTC"])
+        let now = Int64(Date().timeIntervalSince1970)
+        let start = now / 60 * 60 - 3600
+        try runner.ok(["bedtime", account.name, "\(Self.clock(start))-\(Self.clock(start + 3 * 3600))"])
+        let agent = try AgentProcess(runner)
+        defer { agent.killHard() }
+        let socket = ["--socket", agent.socketPath]
+        let refused = try runner.run(["check-login", "--user", account.name] + socket)
+        #expect(refused.status == 77 && refused.stdout.contains("it is bedtime"), "\(refused)")
+        let asked = try runner.run(["request", "30m", "--reason", "finish homework"] + socket, asUser: account.name)
+        #expect(asked.status == 0, "\(asked)")
+        let approved = try runner.ok(["approve", "1"])
+        let delay = Int((Int64(Date().timeIntervalSince1970) - start + 59) / 60) + 30
+        let night = "\(ZoneRules(identifier: "UTC")!.localTime(at: start).date)"
+        #expect(
+            approved.stdout.hasPrefix(
+                "approved request 1: moved bedtime \(TimeAllowance.format(minutes: delay)) later for \(account.name) (the night of \(night)): up until \(Self.clock(start + Int64(delay) * 60)) (record "),
+            "\(approved)")
+        var allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        for _ in 0..<40 where allowed.status != 0 {
+            usleep(250_000)
+            allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        }
+        #expect(allowed.status == 0, "\(allowed)\n\(agent.log)")
+        let status = try runner.ok(["status", account.name, "--json"] + socket).stdout
+        #expect(status.contains(#""state": "allowed""#) && status.contains(#""bedtimeDelayMinutes": \#(delay),"#), "\(status)")
+        // Until the new bedtime: about 30 minutes of use, not more.
+        let report = try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any]
+        let remaining = report?["remainingSeconds"] as? Int ?? 0
+        #expect((29 * 60...31 * 60).contains(remaining), "\(status)")
+    }
+}
