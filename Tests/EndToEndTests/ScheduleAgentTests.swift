@@ -39,7 +39,9 @@ struct ScheduleAgentTests {
         defer { _ = agent.stop() }
         let before = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
         #expect(before.status == 0, "\(before)")
-        let wait = Double(start - Int64(Date().timeIntervalSince1970))
+        // Exact, not whole seconds: a truncated now makes the wait up to a second too long, and the
+        // agent then looks early when it is on time.
+        let wait = Double(start) - Date().timeIntervalSince1970
         #expect(enforcement.death(of: process, within: wait - 0.5) == nil, "stopped before the window\n\(agent.log)")
         #expect(enforcement.death(of: process, within: 3.5) != nil, "the window did not stop the child's process\n\(agent.log)")
         let refused = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
