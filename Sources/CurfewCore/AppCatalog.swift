@@ -660,16 +660,17 @@ extension AppCatalog {
         return entry.isEmpty ? nil : entry.prefix(utf8Bytes: UsageSummaryFormat.maxAppBytes)
     }
 
-    static func unescapeUnit(_ escaped: Substring) -> String {
+    /// systemd unit-name escaping (systemd.unit(5), `systemd-escape`): `\xNN` stands for the byte NN.
+    public static func unescapeUnit(_ escaped: Substring) -> String {
         guard escaped.contains("\\") else { return String(escaped) }
         var bytes: [UInt8] = []
         let utf8 = Array(escaped.utf8)
         var index = 0
         while index < utf8.count {
             if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count, utf8[index + 1] == UInt8(ascii: "x"),
-                let value = UInt8(String(decoding: utf8[(index + 2)...(index + 3)], as: UTF8.self), radix: 16)
+                let high = hexValue(utf8[index + 2]), let low = hexValue(utf8[index + 3])
             {
-                bytes.append(value)
+                bytes.append(high << 4 | low)
                 index += 4
             } else {
                 bytes.append(utf8[index])
@@ -677,6 +678,15 @@ extension AppCatalog {
             }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The program a desktop entry's `Exec` line starts, by its file name (`Exec=env FOO=1 /usr/bin/gedit %U`

@@ -1,3 +1,5 @@
+import CurfewCore
+
 /// Where a process sits in the cgroup tree, and the app ids systemd, flatpak and snapd encode in the
 /// unit names there (SPEC.md "Apps": systemd scope, flatpak and snap application ids).
 public struct CgroupInfo: Sendable, Equatable {
@@ -68,7 +70,7 @@ public struct CgroupInfo: Sendable, Equatable {
         guard let dash = middle.lastIndex(of: "-") else { return nil }
         let number = middle[middle.index(after: dash)...]
         guard !number.isEmpty, number.allSatisfy(\.isASCIIDigit) else { return nil }
-        let id = unescapeUnitName(middle[..<dash])
+        let id = AppCatalog.unescapeUnit(middle[..<dash])
         return id.isEmpty ? nil : id
     }
 
@@ -82,35 +84,6 @@ public struct CgroupInfo: Sendable, Equatable {
         let name = instance.split(separator: "_", maxSplits: 1, omittingEmptySubsequences: false)[0]
         guard !name.isEmpty else { return nil }
         return String(name)
-    }
-
-    /// systemd unit-name escaping (systemd.unit(5), `systemd-escape`): `\xNN` stands for the byte NN.
-    static func unescapeUnitName(_ escaped: Substring) -> String {
-        guard escaped.contains("\\") else { return String(escaped) }
-        var bytes: [UInt8] = []
-        let utf8 = Array(escaped.utf8)
-        var index = 0
-        while index < utf8.count {
-            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count, utf8[index + 1] == UInt8(ascii: "x"),
-                let high = hexValue(utf8[index + 2]), let low = hexValue(utf8[index + 3])
-            {
-                bytes.append(high << 4 | low)
-                index += 4
-            } else {
-                bytes.append(utf8[index])
-                index += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 
