@@ -44,11 +44,13 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // libc declarations the Glibc module lacks: pidfd_open, pidfd_send_signal (glibc 2.36, libc6-dev), accept4.
         .systemLibrary(name: "CLinux"),
+        // The Swift runtime's global-executor hooks (the agent's own quiet executor, issue 13).
+        .systemLibrary(name: "CSwiftRuntime"),
         // The machine: /proc, the process connector, pidfds, cgroups, logind, sd_notify, the journal.
         .target(
             name: "CurfewLinux",
             dependencies: [
-                "CurfewCore", "CSystemd", "CLinux",
+                "CurfewCore", "CSystemd", "CLinux", "CSwiftRuntime",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),

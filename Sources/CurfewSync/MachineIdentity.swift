@@ -90,7 +90,7 @@ public struct MachineIdentity: Sendable {
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, confirmations.count / 256))
         let results = Mutex<[Int: [UInt8]]>([:])
         let failed = Mutex(false)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        ParallelWork.run(workers: workers) { worker in
             guard let privateKey = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw) else {
                 failed.withLock { $0 = true }
                 return

@@ -211,7 +211,7 @@ extension RecordScan {
         guard workers > 1 else { return [:] }
         let results = Mutex<[String: (identity: FileIdentity, outcome: RecordVerifier.Outcome)]>([:])
         let items = work
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        ParallelWork.run(workers: workers) { worker in
             var mine: [(String, FileIdentity, RecordVerifier.Outcome)] = []
             for index in stride(from: worker, to: items.count, by: workers) {
                 let item = items[index]

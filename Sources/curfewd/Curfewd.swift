@@ -86,6 +86,22 @@ struct Curfewd: AsyncParsableCommand {
         }
     }
 
+    /// ArgumentParser's own `main`, with the agent's quiet global executor installed before the first
+    /// task is created (QuietGlobalExecutor: libdispatch's would wake the agent once a second).
+    static func main() async {
+        QuietGlobalExecutor.install()
+        do {
+            var command = try parseAsRoot()
+            if let agent = command as? Curfewd {
+                try await agent.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let state = Locations.stateDirectory(stateDir, environment: environment)
@@ -98,6 +114,9 @@ struct Curfewd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "curfewd")
+        if !QuietGlobalExecutor.isInstalled {
+            logger.notice("could not start the agent's own executor threads: Swift concurrency runs on libdispatch's (it wakes once a second)")
+        }
         var configuration = AgentConfiguration(
             stateDirectory: state, sharedDirectory: shared, socketPath: socketPath,
             tickMilliseconds: Int64(tick * 1000),

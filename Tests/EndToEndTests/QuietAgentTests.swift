@@ -31,8 +31,8 @@ struct QuietAgentTests {
 
     /// The thread of `pid` blocked in epoll_wait: libdispatch's manager thread (the agent's own loops
     /// wait in poll(2) or on futexes). On Linux libdispatch arms a 1 s timer there (its workqueue
-    /// monitor, `_dispatch_workq_monitor_pools`) as soon as a Swift concurrency worker starts, in
-    /// every program that uses Swift concurrency: a floor of one wake-up a second that is not ours.
+    /// monitor, `_dispatch_workq_monitor_pools`) as soon as a job runs on a global queue; the agent runs
+    /// Swift concurrency on its own executor (QuietGlobalExecutor), so that thread must stay asleep.
     static func dispatchManagerThread(of pid: Int32) -> Int32? {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         // x86_64: 232 epoll_wait, 281 epoll_pwait; aarch64 has only epoll_pwait, 22.
@@ -119,17 +119,18 @@ struct QuietAgentTests {
         // An idle agent's wakeups are its own; a loaded machine (other suites, builds) only adds some,
         // never takes any away: the quietest of up to three windows is the agent's figure.
         var window = try measure()
-        for _ in 0..<2 where window.own >= 1.0 || window.all >= 2.0 {
+        for _ in 0..<2 where window.all >= 1.0 {
             let next = try measure()
-            if next.own < window.own { window = next }
+            if next.all < window.all { window = next }
         }
         // The agent's own loops: main's woke 116 times a second (60 in a release build), a 50 ms spin
         // in every thread and 200-250 ms polls.
         #expect(window.own < 1.0, "\(window.explained)")
-        // libdispatch's monitor, once a second, and nothing else of ours on that thread.
-        #expect(window.manager < 1.3, "\(window.explained)")
-        // Everything, as the issue counts it, with one a second of libdispatch's that no loop of ours can avoid.
-        #expect(window.all < 2.0, "\(window.explained)")
+        // libdispatch's manager thread: no monitor (it woke once a second before the agent had an
+        // executor of its own).
+        #expect(window.manager < 0.3, "\(window.explained)")
+        // Everything, as the issue counts it: less than one wake-up a second.
+        #expect(window.all < 1.0, "\(window.explained)")
 
         // Asleep is not deaf: a process of the account is counted from its start.
         let processStarted = Date()

@@ -26,12 +26,15 @@ public struct ClockReading: Sendable, Equatable {
     /// Milliseconds of `clock`: the one place the agent reads a clock.
     static func read(_ clock: clockid_t) -> Int64 { microseconds(clock) / 1000 }
 
-    /// Microseconds of `clock` (sd-bus counts its timeouts in them). clock_gettime fails only for an
-    /// unknown clock or a bad pointer, neither possible here.
-    static func microseconds(_ clock: clockid_t) -> Int64 {
+    /// Microseconds of `clock` (sd-bus counts its timeouts in them).
+    static func microseconds(_ clock: clockid_t) -> Int64 { nanoseconds(clock) / 1000 }
+
+    /// Nanoseconds of `clock` (condition-variable deadlines). clock_gettime fails only for an unknown
+    /// clock or a bad pointer, neither possible here.
+    static func nanoseconds(_ clock: clockid_t) -> Int64 {
         var spec = timespec()
         let result = clock_gettime(clock, &spec)
         precondition(result == 0, "clock_gettime(\(clock)) failed: errno \(errno)")
-        return Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 }
