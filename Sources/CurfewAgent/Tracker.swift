@@ -524,7 +524,7 @@ public final class Tracker {
             let day = zone(for: policy).localTime(at: last.wall / 1000).date
             var entry = live[user]
             if entry?.day != day {
-                let breakClock = entry?.breakClock ?? BreakClock()
+                let breakClock = entry?.breakClock ?? storedBreakClock(user: user, policy: policy)
                 entry = AgentState.LiveUser(day: day, totals: storedTotals(user: user, day: day), running: [], counting: false)
                 entry?.breakClock = breakClock
                 if policy.weeklyLimitMinutes != nil, day != day.weekStart {
@@ -704,6 +704,16 @@ public final class Tracker {
         return totals
     }
 
+    /// The break clock the agent wrote before it stopped (the time since then a pause), for a user it
+    /// starts following; a fresh one when there is none.
+    func storedBreakClock(user: String, policy: Policy) -> BreakClock {
+        guard policy.breaks != nil,
+            let text = try? store.read({ try AgentStateTable.get(AgentStateKeys.breakClockPrefix + user, $0) }),
+            let clock = BreakClock.restored(text, nowWall: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
+        else { return BreakClock() }
+        return clock
+    }
+
     /// Writes pending usage and events in one transaction, at most every `flushInterval` unless
     /// forced. On failure everything stays pending and is tried again.
     public func flush(force: Bool) {
@@ -724,6 +734,12 @@ public final class Tracker {
                 try UsageTable.add(usage, db)
                 for event in events { try EventLog.append(event, db) }
                 try AgentStateTable.set("last-flush", "\(last.wall)", db)
+                // The break clocks of the users whose time counted (a pause since is the time from
+                // the last write, so theirs is all that changes).
+                for user in Set(usage.keys.map(\.user)) {
+                    guard let clock = live[user]?.breakClock else { continue }
+                    try AgentStateTable.set(AgentStateKeys.breakClockPrefix + user, clock.persisted(atWall: last.wall), db)
+                }
             }
             pending = [:]
             pendingEvents = []

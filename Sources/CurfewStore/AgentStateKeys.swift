@@ -16,4 +16,7 @@ public enum AgentStateKeys {
     public static let newestVersionPrefix = "newest-version:"
     /// `<prefix><user>`: the version in force whose record is missing from the shared directory.
     public static let recordMissingPrefix = "record-missing:"
+    /// `<prefix><user>`: the user's screen time since their last break (`BreakClock.persisted`), so a
+    /// restart or a reboot does not end the stretch.
+    public static let breakClockPrefix = "break-clock:"
 }

@@ -56,6 +56,38 @@ struct ScheduleAgentTests {
         #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(Self.clock(end))") == true, "\(lockouts)")
     }
 
+    /// The stretch since the last break survives the agent: stopped (as by a reboot) and started again
+    /// within less than a break's length, it goes on from where it was, not from zero.
+    @Test func theStretchSinceTheLastBreakSurvivesARestart() throws {
+        let (runner, account, _, _) = try enforcement.base.setUp(account: Self.account)
+        defer { runner.cleanUp() }
+        try runner.ok(["breaks", account.name, "45m", "10m"])
+        let process = try enforcement.base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
+        defer {
+            kill(process, SIGKILL)
+            _ = waitForExit(process)
+        }
+        func stored() throws -> (continuous: Int64, pause: Int64)? {
+            let text = try CurfewRunner.capture(
+                "/usr/bin/sqlite3",
+                ["\(runner.stateDir)/curfew.db", "SELECT value FROM agent_state WHERE key = 'break-clock:\(account.name)'"])
+            let fields = text.split(separator: " ").compactMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            return fields.count == 3 ? (fields[0], fields[1]) : nil
+        }
+        // Without logind the child counts while they have a process: about 4 s of stretch.
+        let first = try enforcement.agent(runner)
+        usleep(4_500_000)
+        #expect(first.stop() == 0, "\(first.log)")
+        let before = try #require(try stored(), "no break clock written\n\(first.log)")
+        #expect(before.continuous >= 3_000 && before.pause == 0, "\(before)")
+        let second = try enforcement.agent(runner)
+        usleep(3_500_000)
+        #expect(second.stop() == 0, "\(second.log)")
+        let after = try #require(try stored())
+        // Went on: the first run's stretch plus most of the second's (a fresh clock would hold ~3 s).
+        #expect(after.continuous >= before.continuous + 2_000, "before \(before), after \(after)")
+    }
+
     /// `curfew extend` run by the child: twice it adds the allowance to today's limit, the third time
     /// in the week it is refused with the reason; each use is in `curfew requests --all` and the events.
     @Test func extendTwiceThenTheThirdTimeInAWeekIsRefused() throws {
