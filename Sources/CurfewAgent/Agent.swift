@@ -12,6 +12,8 @@ import Synchronization
 /// Swift's cooperative threads).
 public final class Agent: Sendable {
     public let configuration: AgentConfiguration
+    /// What the agent calls now (the machine's clock unless a test moves it).
+    public var clock: AgentClock { configuration.clock }
     public let state = AgentState()
     let store: StateStore
     let loader: PolicyLoader
@@ -37,7 +39,7 @@ public final class Agent: Sendable {
         let shared = SharedDirectory(
             path: configuration.sharedDirectory, pins: MachineKeyPins(stateDirectory: configuration.stateDirectory))
         try shared.create()
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = configuration.clock.wallSeconds
         let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)
         self.store = store
         if let corruption {

@@ -1,3 +1,4 @@
+import CurfewLinux
 import CurfewStore
 import Foundation
 
@@ -31,6 +32,8 @@ public struct AgentConfiguration: Sendable {
     public var usageIntervalMilliseconds: Int64 = 30_000
     /// Events older than this many days are replaced by per-day counts (`AuditChain.summarise`).
     public var eventRetentionDays = AgentStateKeys.defaultEventRetentionDays
+    /// What the agent calls now: the machine's clock unless a test moves it (`AgentClock`).
+    public var clock = AgentClock.machine
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,

@@ -10,13 +10,13 @@ import Synchronization
 /// The agent's blocking loops, each run by a `ThreadService` on a thread of its own.
 extension Agent {
     func runTracker(_ stop: StopFlag) {
-        let started = Int64(Date().timeIntervalSince1970 * 1000)
+        let started = clock.wallMilliseconds
         recordEvent(AgentEvent(time: started, kind: .agentStarted, message: "curfewd \(Agent.version) started"))
         let tracker = Tracker(
             state: state, store: store, catalog: catalog, logger: logger,
             useProcessConnector: configuration.useProcessConnector,
             stopGraceMilliseconds: configuration.stopGraceMilliseconds,
-            enforcementPollMilliseconds: configuration.enforcementPollMilliseconds)
+            enforcementPollMilliseconds: configuration.enforcementPollMilliseconds, clock: configuration.clock.now)
         tracker.start()
         _ = SystemdNotify.send("READY=1\nSTATUS=tracking \(state.policies.count) managed users")
         logger.info(
@@ -27,7 +27,7 @@ extension Agent {
             ])
         tracker.run(tickMilliseconds: configuration.tickMilliseconds, until: stop)
         recordEvent(
-            AgentEvent(time: Int64(Date().timeIntervalSince1970 * 1000), kind: .agentStopped, message: "curfewd stopped"))
+            AgentEvent(time: clock.wallMilliseconds, kind: .agentStopped, message: "curfewd stopped"))
     }
 
     /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
@@ -60,7 +60,7 @@ extension Agent {
         while !stop.isSet {
             if ClockReading.now().monotonic - lastSummary >= 3_600_000 {
                 lastSummary = ClockReading.now().monotonic
-                summariseOldEvents(now: Int64(Date().timeIntervalSince1970 * 1000))
+                summariseOldEvents(now: clock.wallMilliseconds)
             }
             // Asleep until records/ changes, the next rescan or summary is due, or the agent stops.
             let wait = max(0, min(lastScan + configuration.rescanMilliseconds, lastSummary + 3_600_000) - ClockReading.now().monotonic)

@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewLinux
 import CurfewStore
 import CurfewSync
 import Foundation
@@ -49,7 +50,7 @@ extension Agent {
         let incomplete = Set(scan.incomplete)
         let gone = known.keys.filter { wanted[$0] == nil && !incomplete.contains($0) }
         guard !toWrite.isEmpty || !gone.isEmpty else { return }
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = clock.wallSeconds
         // Derived from the private key at each use, as costly as a signature: once per batch.
         let keyID = machine.key.id
         let documents = toWrite.map { state in

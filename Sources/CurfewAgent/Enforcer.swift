@@ -58,7 +58,8 @@ final class Enforcer {
         let wake = agent.state.enforcerWake
         while !stop.isSet {
             wake.drain()
-            step(now: Int64(Date().timeIntervalSince1970 * 1000), monotonic: ClockReading.now().monotonic)
+            let now = agent.clock.now()
+            step(now: now.wall, monotonic: now.monotonic)
             _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: nextStepIn)
         }
         deliver(agent.state.takeMessages())

@@ -28,7 +28,7 @@ extension Agent {
         var newestSeen = newestStored
         for (user, kept) in lastGood { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
         let result = try loader.load(
-            previous: previous, newestSeen: newestSeen, logger: logger, now: Int64(Date().timeIntervalSince1970))
+            previous: previous, newestSeen: newestSeen, logger: logger, now: clock.wallSeconds)
         let valid = result.scan?.valid ?? []
         let managed = ManagedUsers.read(stateDirectory: configuration.stateDirectory) ?? []
         // A record in force that changed while it was read keeps the policy (and version) it had.
@@ -43,7 +43,7 @@ extension Agent {
         var policies = resolution.entries.mapValues(\.policy)
         var versions = resolution.entries.mapValues(\.version)
         var events: [AgentEvent] = []
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = clock.wallMilliseconds
         for (user, entry) in resolution.entries.sorted(by: { $0.key < $1.key }) {
             switch entry.source {
             case .records:
@@ -134,7 +134,7 @@ extension Agent {
         state.setPolicies(policies, versions: versions)
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         // What children took under their allowance this week counts as extra time too.
-        loadSelfService(now: Int64(Date().timeIntervalSince1970))
+        loadSelfService(now: clock.wallSeconds)
         try store.write { db in
             for (user, version) in newestNow where version != newestStored[user] {
                 try AgentStateTable.set(AgentStateKeys.newestVersionPrefix + user, String(version), db)

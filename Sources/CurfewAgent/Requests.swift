@@ -63,7 +63,7 @@ extension SocketProtocol {
         }
         do {
             let request = try agent.fileRequest(
-                user: caller.name, minutes: Int(minutes), reason: reason, now: Int64(Date().timeIntervalSince1970 * 1000))
+                user: caller.name, minutes: Int(minutes), reason: reason, now: agent.clock.wallMilliseconds)
             return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
         } catch let refusal as PolicyError {
             // Not logged: a child asking again and again must not fill the journal either.

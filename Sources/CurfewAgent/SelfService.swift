@@ -74,7 +74,7 @@ extension SocketProtocol {
             return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
         }
         do {
-            let use = try agent.takeSelfService(user: caller.name, policy: policy, now: Int64(Date().timeIntervalSince1970))
+            let use = try agent.takeSelfService(user: caller.name, policy: policy, now: agent.clock.wallSeconds)
             return .object(JSONObject([("ok", .bool(true)), ("extension", use.json), ("message", .string(use.message))]))
         } catch let refusal as PolicyError {
             return failure(.notPermitted, refusal.message)

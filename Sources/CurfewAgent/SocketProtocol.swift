@@ -23,7 +23,7 @@ public enum SocketProtocol {
             if callerUID != 0 && caller?.name != user {
                 return failure(.notPermitted, "you may only see your own status")
             }
-            guard let status = agent.status(of: user, now: Int64(Date().timeIntervalSince1970)) else {
+            guard let status = agent.status(of: user, now: agent.clock.wallSeconds) else {
                 return failure(.unknownUser, "\(user) is not managed on this computer")
             }
             return .object(JSONObject([("ok", .bool(true)), ("status", status.json)]))
@@ -37,7 +37,7 @@ public enum SocketProtocol {
             // A child may ask about themself as often as they like: only root's checks (real logins)
             // leave an event, so asking cannot fill the audit log.
             let verdict = agent.checkLogin(
-                user: user, service: service ?? "unknown", now: Int64(Date().timeIntervalSince1970), recordRefusal: callerUID == 0)
+                user: user, service: service ?? "unknown", now: agent.clock.wallSeconds, recordRefusal: callerUID == 0)
             return .object(
                 JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
         case .request(let minutes, let reason):

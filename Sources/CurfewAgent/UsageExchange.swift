@@ -34,7 +34,7 @@ final class UsageExchange {
         var lastRead: Int64 = .min / 2
         while !stop.isSet {
             let monotonic = ClockReading.now().monotonic
-            let now = Int64(Date().timeIntervalSince1970)
+            let now = agent.clock.wallSeconds
             if monotonic - lastPublish >= interval {
                 lastPublish = monotonic
                 publish(now: now)
@@ -52,7 +52,7 @@ final class UsageExchange {
             if readsOthers { due = min(due, lastRead + readInterval) }
             stop.wait(milliseconds: max(1, due - ClockReading.now().monotonic))
         }
-        publish(now: Int64(Date().timeIntervalSince1970))
+        publish(now: agent.clock.wallSeconds)
     }
 
     /// Writes today's and yesterday's summary of every managed user whose figures changed since

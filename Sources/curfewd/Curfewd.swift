@@ -64,7 +64,19 @@ struct Curfewd: AsyncParsableCommand {
         valueName: "days"))
     var eventRetention = AgentStateKeys.defaultEventRetentionDays
 
+    // For tests only (hidden): the agent's clock runs ahead by the milliseconds written in this file,
+    // read whenever the agent asks the time, so a test lives through a break without waiting for it.
+    // Only root starts the agent, and the file must be root's and not writable by anyone else.
+    @Option(help: ArgumentHelp("Move the agent's clock ahead by the milliseconds in this file (tests).", visibility: .private))
+    var clockOffsetFile: String?
+
     func validate() throws {
+        if let clockOffsetFile {
+            var status = stat()
+            guard stat(clockOffsetFile, &status) == 0, status.st_uid == 0, status.st_mode & 0o022 == 0 else {
+                throw ValidationError("clock offset file must exist, be root's and writable by root only, got \(clockOffsetFile)")
+            }
+        }
         guard eventRetention >= 1 && eventRetention <= 36_500 else {
             throw ValidationError("event retention must be between 1 and 36500 days, got \(eventRetention)")
         }
@@ -124,6 +136,10 @@ struct Curfewd: AsyncParsableCommand {
             logindBusAddress: logindBus, useProcessConnector: !noProcessConnector,
             rescanMilliseconds: Int64(rescan * 1000))
         configuration.machineID = machineId ?? environment["CURFEW_MACHINE_ID"].flatMap { $0.isEmpty ? nil : $0 }
+        if let clockOffsetFile {
+            configuration.clock = .offset(byMillisecondsIn: clockOffsetFile)
+            logger.warning("the agent's clock is moved by a test file", metadata: ["file": "\(clockOffsetFile)"])
+        }
         configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot

@@ -56,6 +56,52 @@ struct ScheduleAgentTests {
         #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(Self.clock(end))") == true, "\(lockouts)")
     }
 
+    /// A break enforced after `afterMinutes` of real screen time: the test moves the agent's clock
+    /// (curfewd's hidden --clock-offset-file) instead of waiting 15 minutes. The child's process is
+    /// stopped when the stretch reaches 15 minutes, logins are refused naming the break, and after a
+    /// pause of the break's length they are allowed again.
+    @Test func aBreakIsEnforcedAfterAfterMinutesOfScreenTimeAndEndsAfterItsLength() throws {
+        let (runner, account, _, _) = try enforcement.base.setUp(account: Self.account)
+        defer { runner.cleanUp() }
+        try runner.ok(["timezone", account.name, "UTC"])
+        try runner.ok(["breaks", account.name, "15m", "5m"])
+        let offsetFile = runner.root.appendingPathComponent("clock-offset").path
+        func moveClock(byMilliseconds offset: Int64) throws {
+            try "\(offset)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            chmod(offsetFile, 0o644)
+        }
+        try moveClock(byMilliseconds: 0)
+        let process = try enforcement.base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
+        defer {
+            kill(process, SIGKILL)
+            _ = waitForExit(process)
+        }
+        let agent = try enforcement.agent(runner, arguments: ["--clock-offset-file", offsetFile])
+        defer { _ = agent.stop() }
+        // Counting (no logind: a process of the child counts) for a moment, then 15 minutes pass.
+        #expect(enforcement.death(of: process, within: 2) == nil, "stopped before any break\n\(agent.log)")
+        try moveClock(byMilliseconds: 15 * 60_000)
+        #expect(enforcement.death(of: process, within: 5) != nil, "the break did not stop the child's process\n\(agent.log)")
+        let refused = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
+        #expect(refused.status == 77, "\(refused)")
+        #expect(refused.stdout.contains("break"), "\(refused)")
+        // Five minutes of pause (nothing of the child runs): the break is over. The agent credits an
+        // interval by what it saw at its start, so the clock moves only once it has seen the child stop.
+        for _ in 0..<40 {
+            let status = try runner.run(["status", account.name, "--json", "--socket", agent.socketPath])
+            if status.stdout.contains("\"counting\": false") { break }
+            usleep(100_000)
+        }
+        usleep(1_500_000)
+        try moveClock(byMilliseconds: 20 * 60_000 + 2_000)
+        var allowed = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
+        for _ in 0..<20 where allowed.status != 0 {
+            usleep(250_000)
+            allowed = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
+        }
+        #expect(allowed.status == 0, "\(allowed)\n\(agent.log)")
+    }
+
     /// The stretch since the last break survives the agent: stopped (as by a reboot) and started again
     /// within less than a break's length, it goes on from where it was, not from zero.
     @Test func theStretchSinceTheLastBreakSurvivesARestart() throws {

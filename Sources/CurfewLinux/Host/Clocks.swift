@@ -38,3 +38,50 @@ public struct ClockReading: Sendable, Equatable {
         return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
 }
+
+/// The agent's one clock: what it calls now (usage, decisions, events, records), read in one place.
+/// It is the machine's; a test may move it forward (`curfewd --clock-offset-file`, hidden) to live
+/// through a 15-minute break in a second. Waiting (poll timeouts, the executor) stays on the machine's
+/// own clocks, so a moved clock changes what the agent decides, never how long it sleeps.
+public struct AgentClock: Sendable {
+    private let offsetPath: String?
+
+    /// The machine's clocks.
+    public static let machine = AgentClock(offsetPath: nil)
+
+    /// The machine's clocks, all three moved forward by the milliseconds written in `path` (a decimal
+    /// number; a missing or unreadable file moves nothing).
+    public static func offset(byMillisecondsIn path: String) -> AgentClock { AgentClock(offsetPath: path) }
+
+    public var isMachine: Bool { offsetPath == nil }
+
+    public func now() -> ClockReading {
+        var reading = ClockReading.now()
+        if let offsetPath, let offset = Self.readOffset(offsetPath) {
+            reading.monotonic += offset
+            reading.boottime += offset
+            reading.wall += offset
+        }
+        return reading
+    }
+
+    /// Milliseconds since the epoch.
+    public var wallMilliseconds: Int64 { now().wall }
+    /// Whole seconds since the epoch.
+    public var wallSeconds: Int64 {
+        let wall = now().wall
+        return wall >= 0 ? wall / 1000 : (wall - 999) / 1000
+    }
+
+    private static func readOffset(_ path: String) -> Int64? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer[0..<count].filter { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: " ") }, as: UTF8.self)
+        guard let offset = Int64(text), offset >= 0 else { return nil }
+        return offset
+    }
+}
