@@ -171,8 +171,12 @@ public struct NetworkFilter: Sendable {
             program = [nft]
         }
         let deadline = ClockReading.read(CLOCK_MONOTONIC) + Int64(timeoutMilliseconds)
-        // Socket pairs rather than pipes: they take SOCK_CLOEXEC (Swift does not import pipe2), so
-        // children other threads spawn meanwhile do not keep an end open.
+        // nft reads `-f -` by opening /dev/stdin, which a socket cannot be opened as: the input goes
+        // in an unlinked temporary file instead (mkstemp(3): a new name, O_EXCL, mode 0600).
+        let inputFile = try Self.temporaryFile(holding: input)
+        defer { close(inputFile) }
+        // Socket pairs rather than pipes for what nft says: they take SOCK_CLOEXEC (Swift does not
+        // import pipe2), so children other threads spawn meanwhile do not keep an end open.
         func pair() throws(LinuxError) -> [Int32] {
             var ends: [Int32] = [-1, -1]
             try LinuxError.check("socketpair for nft") {
@@ -180,21 +184,12 @@ public struct NetworkFilter: Sendable {
             }
             return ends
         }
-        let stdin = try pair()
-        defer { close(stdin[0]) }
-        let stdout: [Int32]
-        let stderr: [Int32]
-        do {
-            stdout = try pair()
-        } catch {
-            close(stdin[1])
-            throw error
-        }
+        let stdout = try pair()
         defer { close(stdout[0]) }
+        let stderr: [Int32]
         do {
             stderr = try pair()
         } catch {
-            close(stdin[1])
             close(stdout[1])
             throw error
         }
@@ -202,53 +197,57 @@ public struct NetworkFilter: Sendable {
         let pid: Int32
         do {
             defer {
-                close(stdin[1])
                 close(stdout[1])
                 close(stderr[1])
             }
             let options = SpawnOptions(
-                environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"], input: stdin[1],
+                environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"], input: inputFile,
                 passing: [SpawnOptions.Passing(from: stdout[1], to: 1), SpawnOptions.Passing(from: stderr[1], to: 2)])
             pid = try spawnProcess(program[0], Array(program.dropFirst()) + arguments, options: options)
         }
-        for descriptor in [stdin[0], stdout[0], stderr[0]] { _ = fcntl(descriptor, F_SETFL, O_NONBLOCK) }
-        var written = 0
-        var inputOpen = true
-        if input.isEmpty {
-            shutdown(stdin[0], Int32(SHUT_WR))
-            inputOpen = false
-        }
+        for descriptor in [stdout[0], stderr[0]] { _ = fcntl(descriptor, F_SETFL, O_NONBLOCK) }
         var output: [UInt8] = []
         var errors: [UInt8] = []
         var outputOpen = true
         var errorsOpen = true
         // Our unreaped child: its PID cannot be reused until we reap it, so kill(pid) is safe.
-        while outputOpen || errorsOpen || inputOpen {
+        while outputOpen || errorsOpen {
             let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
             if left <= 0 {
                 killAndReap(pid)
                 throw LinuxError(operation: "nft: no answer within \(timeoutMilliseconds) ms", errno: ETIMEDOUT)
             }
             var pollers = [
-                pollfd(fd: inputOpen ? stdin[0] : -1, events: Int16(POLLOUT), revents: 0),
                 pollfd(fd: outputOpen ? stdout[0] : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: errorsOpen ? stderr[0] : -1, events: Int16(POLLIN), revents: 0),
             ]
-            _ = poll(&pollers, 3, Int32(min(left, 1_000)))
-            if inputOpen && pollers[0].revents != 0 {
-                // send, not write: no SIGPIPE if nft is gone before it read everything.
-                let count = input[written...].withUnsafeBytes { send(stdin[0], $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if count > 0 { written += count }
-                if written == input.count || (count < 0 && errno != EAGAIN && errno != EINTR) {
-                    shutdown(stdin[0], Int32(SHUT_WR))
-                    inputOpen = false
-                }
-            }
-            if outputOpen && pollers[1].revents != 0 { outputOpen = Self.drain(stdout[0], into: &output) }
-            if errorsOpen && pollers[2].revents != 0 { errorsOpen = Self.drain(stderr[0], into: &errors) }
+            _ = poll(&pollers, 2, Int32(min(left, 1_000)))
+            if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout[0], into: &output) }
+            if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr[0], into: &errors) }
         }
         guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: ECHILD) }
         return (status, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+    }
+
+    /// A descriptor of an unlinked temporary file holding `bytes`, at its start (close-on-exec).
+    static func temporaryFile(holding bytes: [UInt8]) throws(LinuxError) -> Int32 {
+        var template = Array("/tmp/curfew-nft-XXXXXX".utf8CString)
+        let fd = try LinuxError.check("mkstemp /tmp/curfew-nft-XXXXXX") { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } }
+        unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let code = errno
+                close(fd)
+                throw LinuxError(operation: "write the nft input", errno: count < 0 ? code : EIO)
+            }
+            written += count
+        }
+        lseek(fd, 0, SEEK_SET)
+        return fd
     }
 
     /// Reads what is there into `bytes` (at most 1 MiB kept); false at end of file.
