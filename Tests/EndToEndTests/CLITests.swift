@@ -366,7 +366,11 @@ import Testing
                       "end": "2026-03-30T00:00:00+02:00",
                       "state": "bedtime"
                     }
-                  ]
+                  ],
+                  "lockout": {
+                    "limit": "logout",
+                    "bedtime": "logout"
+                  }
                 }
 
                 """)
