@@ -73,7 +73,7 @@ final class NetworkLockout {
             let message = cut[uid]?.message ?? "the internet is off"
             logger.notice("network off", metadata: ["user": "\(user)", "uid": "\(uid)"])
             agent.state.post(
-                AgentState.ChildMessage(user: user, summary: "Curfew: the internet is off", body: message + ".", urgency: 2, kind: .lockout))
+                AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2, kind: .lockout))
             agent.recordEvent(
                 AgentEvent(
                     time: now, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",

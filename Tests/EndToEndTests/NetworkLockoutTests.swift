@@ -222,6 +222,8 @@ struct NetworkLockoutTests {
             kill(offlineApp, SIGKILL)
             _ = waitForExit(offlineApp)
         }
+        // The child's terminal: the agent tells them there.
+        let terminal = try UserTerminal(owner: child)
         let launcher = ["/usr/sbin/ip", "netns", "exec", pair.near]
         func startAgent() throws -> AgentProcess {
             try AgentProcess(runner, extraEnvironment: ["TZ": "UTC"], arguments: ["--no-process-connector"], launcher: launcher)
@@ -244,11 +246,16 @@ struct NetworkLockoutTests {
                     == "\(child.name)'s network traffic is dropped: it is bedtime: the internet is off until \(Self.clock(end))",
             "\(off)")
 
+        try waitUntil(seconds: 10, "the child told") {
+            terminal.read().contains("Curfew: it is bedtime: the internet is off until \(Self.clock(end)).")
+        }
+        #expect(!terminal.text.contains("time is up"), "one message, not the logout one: \(terminal.text)")
         // A later bedtime tonight: allowed again, the traffic flows at once.
         try runner.ok(["grant", child.name, "0", "--bedtime", "2h"])
         try waitForProbe(pair, child.name, Self.open, "the child's traffic back after the grant", agent: agent)
         #expect(try pair.filter.blockedUIDs() == [])
         try waitUntil(seconds: 5, "a network-on event") { ((try? events(runner, kind: "network-on")) ?? []).count == 1 }
+        try waitUntil(seconds: 10, "the child told it is back") { terminal.read().contains("Curfew: the internet is on again.") }
 
         // kill -9, then a rule left behind for the child, who is allowed: the restarted agent removes it.
         agent.killHard()
