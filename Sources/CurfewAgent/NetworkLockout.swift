@@ -21,8 +21,13 @@ final class NetworkLockout {
     var retryAt: Int64 = 0
     /// The last failure recorded as an event, so a lasting one is recorded once.
     var lastFailure: String? = nil
+    /// When (monotonic ms) the table was last read back while it held someone.
+    var verifiedAt: Int64 = 0
 
     static let retryMilliseconds: Int64 = 5_000
+    /// How often the table is read back while it drops someone's traffic: a firewall reload
+    /// (Debian's nftables.service starts with `flush ruleset`) or an administrator may have removed it.
+    static let verifyMilliseconds: Int64 = 10_000
 
     /// A user to cut off now, and what they are told.
     struct Cut {
@@ -38,13 +43,18 @@ final class NetworkLockout {
 
     /// One pass. `cut`: uid -> user to cut off now; `undecided`: uids whose plan cannot be known yet
     /// (the tracker has not counted them since the start), kept as they are; `names`: every managed
-    /// user's uid, for the events. Returns milliseconds until it must run again (a retry), or nil.
+    /// user's uid, for the events. Returns milliseconds until it must run again (a retry, or the next
+    /// read-back of a table that drops someone's traffic), or nil.
     func reconcile(cut: [UInt32: Cut], undecided: Set<UInt32>, names: [UInt32: String], now: Int64, monotonic: Int64)
         -> Int64?
     {
         if let retry = pendingRetry(monotonic) { return retry }
         let current: [UInt32: String]
-        if let applied {
+        if let applied, !applied.isEmpty, monotonic - verifiedAt >= Self.verifyMilliseconds {
+            verifiedAt = monotonic
+            if let retry = verify(applied, now: now, monotonic: monotonic) { return retry }
+            current = self.applied ?? applied
+        } else if let applied {
             current = applied
         } else {
             do {
@@ -58,10 +68,11 @@ final class NetworkLockout {
                 return failed("cannot read the network lockout table", error, now: now, monotonic: monotonic)
             }
             applied = current
+            verifiedAt = monotonic
         }
         var target = current.filter { undecided.contains($0.key) }
         for (uid, entry) in cut { target[uid] = entry.user }
-        guard Set(target.keys) != Set(current.keys) else { return nil }
+        guard Set(target.keys) != Set(current.keys) else { return nextVerification(monotonic) }
         do {
             try filter.apply(target.map { NetworkFilter.Blocked(uid: $0.key, user: $0.value) })
         } catch {
@@ -79,6 +90,7 @@ final class NetworkLockout {
                     time: now, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
                     data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
         }
+        defer { verifiedAt = monotonic }
         for (uid, user) in current.sorted(by: { $0.key < $1.key }) where target[uid] == nil {
             let name = names[uid] ?? user
             logger.notice("network on", metadata: ["user": "\(name)", "uid": "\(uid)"])
@@ -90,6 +102,36 @@ final class NetworkLockout {
                     time: now, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
                     data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
         }
+        return nextVerification(monotonic)
+    }
+
+    /// Milliseconds until the table is next read back; nil while it drops nobody's traffic.
+    func nextVerification(_ monotonic: Int64) -> Int64? {
+        guard let applied, !applied.isEmpty else { return nil }
+        return max(10, verifiedAt + Self.verifyMilliseconds - monotonic)
+    }
+
+    /// Reads the table back; where it no longer holds what was applied (someone else changed it), puts
+    /// it back as it was (the children were told already) and says so. Returns a retry time on failure.
+    func verify(_ applied: [UInt32: String], now: Int64, monotonic: Int64) -> Int64? {
+        let found: Set<UInt32>
+        do {
+            found = try filter.blockedUIDs()
+        } catch {
+            return failed("cannot read the network lockout table", error, now: now, monotonic: monotonic)
+        }
+        guard found != Set(applied.keys) else { return nil }
+        do {
+            try filter.apply(applied.map { NetworkFilter.Blocked(uid: $0.key, user: $0.value) })
+        } catch {
+            return failed("cannot restore the network lockout table", error, now: now, monotonic: monotonic)
+        }
+        let users = applied.values.sorted().joined(separator: ", ")
+        logger.warning("the network lockout table was changed by someone else; restored", metadata: ["users": "\(users)"])
+        agent.recordEvent(
+            AgentEvent(
+                time: now, kind: .networkFilterFailed,
+                message: "the network lockout table was changed outside Curfew (a firewall reload?); restored for \(users)"))
         return nil
     }
 

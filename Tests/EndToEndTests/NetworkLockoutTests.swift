@@ -250,6 +250,13 @@ struct NetworkLockoutTests {
             terminal.read().contains("Curfew: it is bedtime: the internet is off until \(Self.clock(end)).")
         }
         #expect(!terminal.text.contains("time is up"), "one message, not the logout one: \(terminal.text)")
+        // A firewall reload (nftables.service starts with `flush ruleset`) takes the table away: the
+        // agent reads it back every 10 s and puts it back.
+        #expect(try CurfewRunner.runTool("/usr/sbin/ip", ["netns", "exec", pair.near, "/usr/sbin/nft", "flush", "ruleset"]) == 0)
+        #expect(try pair.filter.blockedUIDs() == [])
+        try waitForProbe(pair, child.name, Self.cut, "the table restored after a flush", agent: agent)
+        #expect(try pair.filter.blockedUIDs() == [child.uid])
+        #expect(try events(runner, kind: "network-off").count == 1, "restored, not a new lockout")
         // A later bedtime tonight: allowed again, the traffic flows at once.
         try runner.ok(["grant", child.name, "0", "--bedtime", "2h"])
         try waitForProbe(pair, child.name, Self.open, "the child's traffic back after the grant", agent: agent)
