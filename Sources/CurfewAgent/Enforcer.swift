@@ -46,11 +46,14 @@ final class Enforcer {
 
     /// Desktop notifications: one worker thread, one busctl at a time.
     let notifications: DesktopNotifications
+    /// The `network` lockout's nftables table.
+    let network: NetworkLockout
 
     init(agent: Agent) {
         self.agent = agent
         self.logger = agent.logger
         self.notifications = DesktopNotifications(logger: agent.logger)
+        self.network = NetworkLockout(agent: agent)
     }
 
     func run(until stop: StopFlag) {
@@ -82,12 +85,22 @@ final class Enforcer {
         // Schedules (bedtime, downtime, exceptions) change on whole minutes: the next one at the latest.
         nextStepIn = 60_000 - now % 60_000 + 20
         accounts.refresh(for: users, monotonic: monotonic)
+        var networkCuts: [UInt32: NetworkLockout.Cut] = [:]
+        var networkUndecided = Set<UInt32>()
+        var networkNames: [UInt32: String] = [:]
         for user in users {
             guard let schedule = state.schedule(of: user, systemZone: systemZone), let account = accounts[user] else {
                 continue
             }
             let live = state.live(of: user)
             let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
+            networkNames[account.uid] = user
+            if plan.networkOff {
+                networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: now / 1000, zone: schedule.zone))
+            } else if live == nil {
+                // Not counted yet since the start: a limit reached cannot be told from time left.
+                networkUndecided.insert(account.uid)
+            }
             let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []
             let present = sessions == nil ? !(live?.running.isEmpty ?? true) || live?.counting == true : !userSessions.isEmpty
             // The next warning threshold of each countdown, and its end. A countdown of used time
@@ -114,7 +127,7 @@ final class Enforcer {
             if plan.blocked {
                 if blocked[user] != plan.decision.state {
                     blocked[user] = plan.decision.state
-                    lockoutStarted(user: user, plan: plan, lockout: schedule.policy.lockout, zone: schedule.zone, now: now)
+                    lockoutStarted(user: user, plan: plan, lockout: plan.lockout ?? schedule.policy.lockout, zone: schedule.zone, now: now)
                 }
             } else if blocked.removeValue(forKey: user) != nil {
                 terminateSince[account.uid] = nil
@@ -133,6 +146,11 @@ final class Enforcer {
                 lockSessions(userSessions, user: user, monotonic: monotonic, now: now)
                 if !userSessions.isEmpty { wake(within: 250) }
             }
+        }
+        if let retry = network.reconcile(
+            cut: networkCuts, undecided: networkUndecided, names: networkNames, now: now, monotonic: monotonic)
+        {
+            wake(within: retry)
         }
         if state.takeRequestFiled() { requestsOutstanding = true }
         if requestsOutstanding && monotonic - lastAnswerCheck >= 1_000 {
@@ -194,10 +212,14 @@ final class Enforcer {
         case .lock: what = "sessions are locked"
         case .apps: what = "apps are stopped"
         case .none: what = "nothing is stopped (monitor only)"
+        case .network: what = "the internet is off"
         }
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
-        agent.state.post(
-            AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2, kind: .lockout))
+        if lockout != .network {
+            // The network lockout tells the child when their traffic is cut (`NetworkLockout`).
+            agent.state.post(
+                AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2, kind: .lockout))
+        }
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
         data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
         agent.recordEvent(

@@ -150,7 +150,7 @@ struct PolicyCommand: ParsableCommand {
             "warnings",
             policy.warnMinutes.isEmpty ? "off" : policy.warnMinutes.map(String.init).joined(separator: ", ") + " minutes before",
         ])
-        rows.append(["lockout", policy.lockout.rawValue])
+        rows.append(["lockout", LockoutCommand.summary(policy)])
         rows.append(["time zone", policy.timezone ?? "the computer's own (\(TimeZone.current.identifier))"])
         return ["\(policy.user): version \(record.version), signed by key \(record.author) at \(utcTimestamp(record.time))"]
             + table(rows)
@@ -160,7 +160,11 @@ struct PolicyCommand: ParsableCommand {
 struct ScheduleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "schedule",
-        abstract: "Show a day's allowed, bedtime and downtime periods for a user, in the policy's time zone.")
+        abstract: "Show a day's allowed, bedtime and downtime periods for a user, in the policy's time zone.",
+        discussion: """
+            Also says what happens at the limit and at bedtime when that is not the default (logout): \
+            the lockout of each cause (curfew lockout USER ACTION --at bedtime|limit).
+            """)
 
     @OptionGroup var location: LocationOptions
     @Argument(help: "The user's login name.") var user: String
@@ -202,6 +206,14 @@ struct ScheduleCommand: ParsableCommand {
                                     ] + (period.window.map { [("window", JSONValue.string($0))] } ?? [])))
                         })
                 ),
+                (
+                    "lockout",
+                    .object(
+                        JSONObject([
+                            ("limit", .string(policy.lockout(for: .limit).rawValue)),
+                            ("bedtime", .string(policy.lockout(for: .bedtime).rawValue)),
+                        ]))
+                ),
             ])
             var full = object
             if let exception { full["exception"] = .string(exception.range) }
@@ -236,6 +248,28 @@ struct ScheduleCommand: ParsableCommand {
         if let exception { Output.line("exception \(exception)") }
         if let weekly = policy.weeklyLimitMinutes { Output.line("weekly limit \(TimeAllowance.format(minutes: weekly)), from Monday") }
         if let breaks = policy.breaks { Output.line("breaks: \(breaks)") }
+        // The default (logout whatever the cause) goes without saying, as other rules that are off.
+        if policy.lockout(for: .limit) != .logout || policy.lockout(for: .bedtime) != .logout {
+            Output.line(Self.lockoutPreview(policy))
+        }
+    }
+
+    /// What happens at the limit and at bedtime: `at the limit: logout (sessions end, logins are
+    /// refused); at bedtime and in downtime: network (the internet is off; the session goes on)`.
+    static func lockoutPreview(_ policy: Policy) -> String {
+        func effect(_ lockout: Lockout) -> String {
+            switch lockout {
+            case .logout: "sessions end, logins are refused"
+            case .lock: "sessions are locked, logins are refused"
+            case .apps: "tracked apps are stopped, logins are refused"
+            case .network: "the internet is off; the session goes on"
+            case .none: "nothing is stopped (monitor only)"
+            }
+        }
+        let limit = policy.lockout(for: .limit)
+        let bedtime = policy.lockout(for: .bedtime)
+        if limit == bedtime { return "at the limit and at bedtime: \(limit.rawValue) (\(effect(limit)))" }
+        return "at the limit: \(limit.rawValue) (\(effect(limit))); at bedtime and in downtime: \(bedtime.rawValue) (\(effect(bedtime)))"
     }
 
     /// `24h`, `23h`, `24h30m`, `6h`, `45m`.

@@ -166,23 +166,65 @@ struct Warnings: ParsableCommand {
 struct LockoutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lockout",
-        abstract: "Set what happens at zero: logout, lock, apps or none.",
+        abstract: "Set what happens at zero and at bedtime: logout, lock, apps, network or none.",
         discussion: """
             logout ends the sessions and refuses logins until use is allowed; lock locks the sessions and \
-            locks again on unlock; apps stops the tracked apps that are not always allowed.
+            locks again on unlock; apps stops the tracked apps that are not always allowed; network cuts the \
+            user's network traffic (loopback excepted) and lets the session and offline apps go on, logins \
+            included; none only monitors. --at bedtime sets the lockout at bedtime and in downtime windows, \
+            --at limit the one at the daily or weekly limit and in breaks (bedtime keeps what it had); \
+            without --at both are set. Example: curfew lockout kid network --at bedtime.
             """)
 
     @OptionGroup var options: PublishOptions
     @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "logout, lock, apps or none.") var action: String
+    @Argument(help: "logout, lock, apps, network or none.") var action: String
+    @Option(name: .long, help: ArgumentHelp("bedtime or limit (default: both).", valueName: "cause")) var at: String?
 
     func run() throws {
         let lockout = try translatingErrors { try Lockout.parse(action) }
+        let cause = try at.map { text in try translatingErrors { try LockoutCause.parse(text) } }
         try editPolicy(options, user: user) { policy in
-            policy.lockout = lockout
+            LockoutCommand.set(lockout, at: cause, in: &policy)
         } describe: { old, new in
-            "\(user): lockout is \(old == new ? "already" : "now") \(lockout.rawValue)"
+            LockoutCommand.describe(user: user, old: old, new: new, cause: cause)
         }
+    }
+
+    /// Sets the lockout for a cause (nil: both); `bedtimeLockout` is kept only where it differs from
+    /// `lockout`, so a policy whose lockouts agree reads as before the field existed.
+    static func set(_ lockout: Lockout, at cause: LockoutCause?, in policy: inout Policy) {
+        switch cause {
+        case nil:
+            policy.lockout = lockout
+            policy.bedtimeLockout = nil
+        case .limit:
+            policy.bedtimeLockout = policy.lockout(for: .bedtime)
+            policy.lockout = lockout
+        case .bedtime:
+            policy.bedtimeLockout = lockout
+        }
+        if policy.bedtimeLockout == policy.lockout { policy.bedtimeLockout = nil }
+    }
+
+    static func describe(user: String, old: Policy, new: Policy, cause: LockoutCause?) -> String {
+        let same = old.lockout(for: .limit) == new.lockout(for: .limit) && old.lockout(for: .bedtime) == new.lockout(for: .bedtime)
+        let verb = same ? "already" : "now"
+        switch cause {
+        case nil:
+            let was = old.bedtimeLockout.map { " (was \($0.rawValue) at bedtime)" } ?? ""
+            return "\(user): lockout is \(verb) \(new.lockout.rawValue)\(same ? "" : was)"
+        case .limit:
+            return "\(user): lockout at the limit is \(verb) \(new.lockout.rawValue) (at bedtime: \(new.lockout(for: .bedtime).rawValue))"
+        case .bedtime:
+            return "\(user): lockout at bedtime is \(verb) \(new.lockout(for: .bedtime).rawValue) (at the limit: \(new.lockout.rawValue))"
+        }
+    }
+
+    /// `logout`, or `logout at the limit, network at bedtime` when they differ.
+    static func summary(_ policy: Policy) -> String {
+        guard let bedtime = policy.bedtimeLockout, bedtime != policy.lockout else { return policy.lockout.rawValue }
+        return "\(policy.lockout.rawValue) at the limit, \(bedtime.rawValue) at bedtime"
     }
 }
 

@@ -57,7 +57,7 @@ struct UserCommand: ParsableCommand {
                 guard let policy = try workspace.policyState(of: user).policy else { continue }
                 rows.append([
                     user, "\(summary.version)", policy.dailyLimit.text, policy.bedtime.map { "\($0)" } ?? "off",
-                    policy.lockout.rawValue,
+                    LockoutCommand.summary(policy),
                 ])
                 entries.append(
                     .object(

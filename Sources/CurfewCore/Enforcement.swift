@@ -101,8 +101,12 @@ public struct EnforcementPlan: Sendable, Equatable {
     public var stopApps: [String: StopReason]
     /// Seconds left before each subject blocks something, for subjects that can run out.
     public var countdowns: [WarningSubject: Int64]
+    /// The lockout in force (by cause: `bedtimeLockout` at bedtime and downtime); nil while allowed.
+    public var lockout: Lockout? = nil
 
     public var blocked: Bool { decision.state != .allowed }
+    /// Whether the user's network traffic is to be dropped (loopback excepted): the `network` lockout.
+    public var networkOff: Bool { lockout == .network }
 }
 
 /// SPEC.md's enforcement rules, with no I/O: the agent passes the schedule (policy, zone and grants),
@@ -138,10 +142,11 @@ public enum Enforcement {
         }
 
         var action = SessionAction.none
-        if policy.lockout == Lockout.none {
+        if policy.monitorsOnly {
             // Monitor only: not even blocked or limited apps are stopped.
             stop = [:]
         }
+        let lockout = policy.lockout(in: decision.state)
         if decision.state == .allowed {
             // Whichever blocks first is the one the child is warned about.
             let limitLeft = decision.limitRemainingSeconds
@@ -159,8 +164,8 @@ public enum Enforcement {
             }
             // Ties go to the subject listed first (bedtime before the day's limit, as before).
             if let first = candidates.min(by: { $0.1 < $1.1 }) { countdowns[first.0] = first.1 }
-        } else {
-            switch policy.lockout {
+        } else if let lockout {
+            switch lockout {
             case .logout: action = .logout
             case .lock: action = .lock
             case .apps:
@@ -170,9 +175,12 @@ public enum Enforcement {
             case .none:
                 // Monitor only: counted, warned and reported; nothing is stopped.
                 break
+            case .network:
+                // The agent drops the user's traffic (`networkOff`); the session and its apps go on.
+                break
             }
         }
-        return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns)
+        return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout)
     }
 }
 
@@ -189,6 +197,20 @@ extension Schedule {
             }
         }
         return starts.min().map { $0 - now }
+    }
+}
+
+extension EnforcementPlan {
+    /// What a child is told when the `network` lockout cuts their traffic, one line in local clock
+    /// time: `it is bedtime: the internet is off until 07:00`.
+    public func networkOffMessage(now: Int64, zone: ZoneRules) -> String {
+        let reason = decision.reason ?? "use is not allowed now"
+        guard let again = decision.allowedAgainAt, again > now else { return "\(reason): the internet is off" }
+        let (date, second) = zone.localTime(at: again)
+        let clock = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
+        // Within a day the clock time says when; further off, the day too.
+        if again - now < 86_400 { return "\(reason): the internet is off until \(clock)" }
+        return "\(reason): the internet is off until \(date.weekday.rawValue.prefix(1).uppercased() + date.weekday.rawValue.dropFirst()) \(date) \(clock)"
     }
 }
 

@@ -31,6 +31,12 @@ public struct EventKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let lockout = EventKind(rawValue: "lockout")
     /// A login was refused.
     public static let loginRefused = EventKind(rawValue: "login-refused")
+    /// The `network` lockout cut a user's network traffic (loopback excepted).
+    public static let networkOff = EventKind(rawValue: "network-off")
+    /// A user's network traffic flows again (the `network` lockout was lifted).
+    public static let networkOn = EventKind(rawValue: "network-on")
+    /// The `network` lockout could not be put in place or lifted (nftables missing or refusing).
+    public static let networkFilterFailed = EventKind(rawValue: "network-filter-failed")
     /// systemd-logind cannot be reached; counting falls back to processes.
     public static let logindUnavailable = EventKind(rawValue: "logind-unavailable")
     /// A policy for an account that is never managed (uid 0) was ignored.

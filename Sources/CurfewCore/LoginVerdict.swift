@@ -10,7 +10,8 @@ public struct LoginVerdict: Sendable, Equatable {
     }
 
     /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
-    /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway).
+    /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway), unless the
+    /// lockout in force only monitors (`none`) or only cuts the network (`network`: offline use goes on).
     public static func decide(user: String, schedule: Schedule, usedSeconds: Int64, now: Int64) -> LoginVerdict {
         decide(user: user, schedule: schedule, usage: ScheduleUsage(daySeconds: usedSeconds), now: now)
     }
@@ -18,9 +19,10 @@ public struct LoginVerdict: Sendable, Equatable {
     /// The same, with the week's and the break's figures too.
     public static func decide(user: String, schedule: Schedule, usage: ScheduleUsage, now: Int64) -> LoginVerdict {
         let decision = schedule.decide(now: now, usage: usage)
-        if schedule.policy.lockout == Lockout.none, decision.state != .allowed {
+        if let lockout = schedule.policy.lockout(in: decision.state), !lockout.refusesLogins {
+            let how = lockout == .network ? "the internet is off" : "monitor only"
             return LoginVerdict(
-                allowed: true, message: "\(user) may log in (monitor only: \(decision.reason ?? "use is not allowed now"))")
+                allowed: true, message: "\(user) may log in (\(how): \(decision.reason ?? "use is not allowed now"))")
         }
         guard decision.state != .allowed else {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""

@@ -10,12 +10,44 @@ public enum Lockout: String, CaseIterable, Sendable, Codable {
     case apps
     /// Monitor only: count, warn and report, but never stop anything or refuse a login.
     case none
+    /// Cut the child's network traffic (loopback excepted); the session and offline apps go on, and
+    /// logins are not refused.
+    case network
 
-    public static func parse(_ text: String) throws(PolicyError) -> Lockout {
+    /// `rule` names the field in the error: `lockout`, or `bedtime lockout`.
+    public static func parse(_ text: String, rule: String = "lockout") throws(PolicyError) -> Lockout {
         guard let value = Lockout(rawValue: text) else {
-            throw PolicyError("lockout must be logout, lock, apps or none, got \(quoted(text))")
+            throw PolicyError("\(rule) must be logout, lock, apps, network or none, got \(quoted(text))")
         }
         return value
+    }
+
+    /// Whether logins are refused while this lockout is in force: not when it only monitors, nor when
+    /// it only cuts the network (the session is meant to go on offline).
+    public var refusesLogins: Bool { self != .none && self != .network }
+}
+
+/// Why use is not allowed, as far as the lockout goes: the clock (bedtime, downtime windows), or
+/// used time (the day's limit, the week's, a break).
+public enum LockoutCause: String, CaseIterable, Sendable {
+    /// Bedtime and downtime windows: the policy's `bedtimeLockout`.
+    case bedtime
+    /// The day's or the week's limit, or a break: the policy's `lockout`.
+    case limit
+
+    public static func parse(_ text: String) throws(PolicyError) -> LockoutCause {
+        guard let value = LockoutCause(rawValue: text) else {
+            throw PolicyError("lockout cause must be bedtime or limit, got \(quoted(text))")
+        }
+        return value
+    }
+
+    public init?(_ state: UseState) {
+        switch state {
+        case .allowed: return nil
+        case .bedtime, .downtime: self = .bedtime
+        case .limitReached, .weekLimitReached, .breakTime: self = .limit
+        }
     }
 }
 
@@ -78,7 +110,11 @@ public struct Policy: Sendable, Equatable {
     public var apps: [AppRule]
     /// Minutes before a limit or bedtime when the child is warned, largest first.
     public var warnMinutes: [Int]
+    /// The lockout at the limit (the day's, the week's, a break), and at bedtime unless `bedtimeLockout` says otherwise.
     public var lockout: Lockout
+    /// The lockout at bedtime and in downtime windows; nil: the same as `lockout` (records made before
+    /// the field existed read so).
+    public var bedtimeLockout: Lockout?
     /// An IANA zone name; nil means the computer's own zone.
     public var timezone: String?
     /// Whether the daily limits count this computer's time only or every family computer's.
@@ -103,6 +139,7 @@ public struct Policy: Sendable, Equatable {
         apps: [AppRule] = [],
         warnMinutes: [Int] = Policy.defaultWarnMinutes,
         lockout: Lockout = .logout,
+        bedtimeLockout: Lockout? = nil,
         timezone: String? = nil,
         limitScope: LimitScope = .thisComputer,
         weeklyLimitMinutes: Int? = nil,
@@ -119,6 +156,7 @@ public struct Policy: Sendable, Equatable {
         self.apps = apps
         self.warnMinutes = warnMinutes
         self.lockout = lockout
+        self.bedtimeLockout = bedtimeLockout
         self.timezone = timezone
         self.limitScope = limitScope
         self.weeklyLimitMinutes = weeklyLimitMinutes
@@ -150,6 +188,21 @@ public struct Policy: Sendable, Equatable {
     }
 
     public func rule(for app: String) -> AppRuleKind? { apps.first(where: { $0.app == app })?.rule }
+
+    /// The lockout for a cause: `bedtimeLockout` (else `lockout`) at bedtime and in downtime,
+    /// `lockout` at a limit or a break.
+    public func lockout(for cause: LockoutCause) -> Lockout {
+        switch cause {
+        case .bedtime: bedtimeLockout ?? lockout
+        case .limit: lockout
+        }
+    }
+
+    /// Monitor only: every lockout is `none`, so not even blocked or limited apps are stopped.
+    public var monitorsOnly: Bool { lockout == .none && lockout(for: .bedtime) == .none }
+
+    /// The lockout in force in a state; nil while use is allowed.
+    public func lockout(in state: UseState) -> Lockout? { LockoutCause(state).map { lockout(for: $0) } }
 }
 
 // MARK: - Validation
@@ -280,14 +333,15 @@ extension Policy {
 extension Policy {
     public static let fieldNames = [
         "user", "dailyLimitMinutes", "weekdayLimits", "bedtime", "weekdayBedtimes", "apps", "warnMinutes",
-        "lockout", "timezone", "limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension",
+        "lockout", "bedtimeLockout", "timezone", "limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension",
     ]
 
     /// The policy in SPEC.md's JSON form, fields in the documented order. `limitScope` appears only
     /// when it is `all-computers`: a policy that does not use it reads (and verifies) exactly as
     /// before the field existed, also on computers whose agent does not know it yet. So do the
     /// schedule rules of issue 16: `weeklyLimitMinutes`, `downtime`, `breaks`, `exceptions` and
-    /// `selfExtension` appear only when set.
+    /// `selfExtension` appear only when set, and so does issue 15's `bedtimeLockout` (right after
+    /// `lockout`).
     public var json: JSONValue {
         func allowance(_ value: TimeAllowance) -> JSONValue {
             if case .minutes(let minutes) = value { return .int(Int64(minutes)) }
@@ -317,8 +371,9 @@ extension Policy {
             ("apps", .array(apps)),
             ("warnMinutes", .array(warnMinutes.map { .int(Int64($0)) })),
             ("lockout", .string(lockout.rawValue)),
-            ("timezone", timezone.map { .string($0) } ?? .null),
         ])
+        if let bedtimeLockout { object["bedtimeLockout"] = .string(bedtimeLockout.rawValue) }
+        object["timezone"] = timezone.map { .string($0) } ?? .null
         if limitScope != .thisComputer { object["limitScope"] = .string(limitScope.rawValue) }
         if let weeklyLimitMinutes { object["weeklyLimitMinutes"] = .int(Int64(weeklyLimitMinutes)) }
         if !downtime.isEmpty { object["downtime"] = .array(downtime.sorted { $0.name < $1.name }.map(\.json)) }
@@ -383,6 +438,10 @@ extension Policy {
             policy.warnMinutes = minutes
         }
         if let field = object["lockout"] { policy.lockout = try Lockout.parse(try field.string("lockout")) }
+        if let field = object["bedtimeLockout"] {
+            // null reads as absent: the same as `lockout`.
+            policy.bedtimeLockout = field == .null ? nil : try Lockout.parse(try field.string("bedtimeLockout"), rule: "bedtime lockout")
+        }
         if let field = object["timezone"] {
             policy.timezone = field == .null ? nil : try field.string("timezone")
         }

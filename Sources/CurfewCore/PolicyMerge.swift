@@ -19,7 +19,7 @@
 /// - A record **changes** a field when its value differs from the base's (a record without a base,
 ///   the user's first, sets every field). Fields: `dailyLimitMinutes`, `weekdayLimits.<day>`,
 ///   `bedtime`, `weekdayBedtimes.<day>`, `apps.<app>` (a rule added, removed or changed),
-///   `warnMinutes`, `lockout`, `timezone`, `limitScope`, `weeklyLimitMinutes`, `breaks`,
+///   `warnMinutes`, `lockout`, `bedtimeLockout`, `timezone`, `limitScope`, `weeklyLimitMinutes`, `breaks`,
 ///   `selfExtension`, `downtime[<name>]` (a window added, removed or changed) and `exceptions[<from>]`
 ///   (an exception by its first date), so two parents editing different windows both keep theirs.
 /// - The level's result starts from the previous level's state (or the winner's policy when the

@@ -3,22 +3,23 @@
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
 // confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage) and
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
-// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user).
+// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and network
+// (NetworkBench.swift: the network lockout's latency and the cost of its rules).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]   (no argument: all;
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [network]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
-// section's windows, 30 s by default)
+// section's windows, 30 s by default; CURFEW_BENCH_NETWORK_ROUNDS the network section's rounds, 20 at most and by default)
 import Foundation
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle"]
+let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle", "network"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [network]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -63,6 +64,11 @@ do {
         if sections.count > 1 { print("") }
         try runIdleBenchmarks(
             root: root, seconds: ProcessInfo.processInfo.environment["CURFEW_BENCH_IDLE_SECONDS"].flatMap { Double($0) } ?? 30)
+    }
+    if sections.contains("network") {
+        if sections.count > 1 { print("") }
+        let rounds = ProcessInfo.processInfo.environment["CURFEW_BENCH_NETWORK_ROUNDS"].flatMap { Int($0) } ?? 20
+        try runNetworkBenchmarks(root: root, rounds: min(max(rounds, 1), 20))
     }
 } catch {
     print("benchmark failed: \(error)")

@@ -149,9 +149,67 @@ struct EnforcementTests {
                     #expect(plan.sessionAction == SessionAction.none && plan.stopApps == ["firefox": .lockout(state)])
                 case .none:
                     #expect(plan.sessionAction == SessionAction.none && plan.stopApps.isEmpty)
+                case .network:
+                    #expect(plan.sessionAction == SessionAction.none && plan.stopApps.isEmpty && plan.networkOff)
                 }
+                #expect(plan.lockout == lockout)
+                #expect(plan.networkOff == (lockout == .network))
             }
         }
+    }
+
+    /// Issue 15: the lockout by cause. `bedtimeLockout` at bedtime and in downtime windows, `lockout` at
+    /// the day's or the week's limit and in breaks; logins go on under `network`.
+    @Test func theLockoutDependsOnTheCause() throws {
+        var policy = Policy(
+            user: "kid", dailyLimit: .minutes(120), bedtime: try BedtimeWindow.parse("21:00-07:00"),
+            apps: [steamBlocked], lockout: .logout, bedtimeLockout: .network, timezone: "UTC",
+            downtime: [DowntimeWindow(name: "school", start: ClockTime(hour: 8, minute: 0), end: ClockTime(hour: 12, minute: 0), days: Weekday.allCases)])
+        func plan(_ now: String, screen: Int64 = 0, running: Set<String> = ["firefox", "steam"]) -> EnforcementPlan {
+            Enforcement.plan(
+                schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utc(now),
+                usage: DayUsage(screenSeconds: screen), running: running, tracked: running)
+        }
+        let bedtime = plan("2026-06-05T22:00Z")
+        #expect(bedtime.decision.state == .bedtime && bedtime.lockout == .network && bedtime.networkOff)
+        #expect(bedtime.sessionAction == SessionAction.none)
+        #expect(bedtime.stopApps == ["steam": .blocked], "a blocked app is still stopped; the rest goes on offline")
+        #expect(bedtime.networkOffMessage(now: utc("2026-06-05T22:00Z"), zone: zoneRules("UTC")) == "it is bedtime: the internet is off until 07:00")
+        let downtime = plan("2026-06-05T09:30Z")
+        #expect(downtime.decision.state == .downtime && downtime.networkOff && downtime.sessionAction == SessionAction.none)
+        #expect(
+            downtime.networkOffMessage(now: utc("2026-06-05T09:30Z"), zone: zoneRules("UTC"))
+                == "downtime: school until 12:00: the internet is off until 12:00")
+        let limit = plan("2026-06-05T15:00Z", screen: 7200)
+        #expect(limit.decision.state == .limitReached && limit.lockout == .logout && !limit.networkOff)
+        #expect(limit.sessionAction == .logout)
+        let allowed = plan("2026-06-05T15:00Z", screen: 60)
+        #expect(allowed.lockout == nil && !allowed.networkOff && allowed.sessionAction == SessionAction.none)
+
+        let schedule = { Schedule(policy: policy, zone: zoneRules("UTC")) }
+        let atBedtime = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 0, now: utc("2026-06-05T22:00Z"))
+        #expect(atBedtime == LoginVerdict(allowed: true, message: "kid may log in (the internet is off: it is bedtime)"))
+        let atLimit = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 7200, now: utc("2026-06-05T15:00Z"))
+        #expect(!atLimit.allowed)
+
+        // The other way round: network at the limit, logout at bedtime.
+        policy.lockout = .network
+        policy.bedtimeLockout = .logout
+        #expect(plan("2026-06-05T15:00Z", screen: 7200).networkOff)
+        #expect(plan("2026-06-05T22:00Z").sessionAction == .logout)
+        // Monitor only is only when every cause is none: blocked apps are stopped otherwise.
+        policy.lockout = .none
+        #expect(plan("2026-06-05T15:00Z", screen: 60).stopApps == ["steam": .blocked])
+        policy.bedtimeLockout = nil
+        #expect(plan("2026-06-05T15:00Z", screen: 60).stopApps.isEmpty)
+        #expect(plan("2026-06-05T22:00Z").sessionAction == SessionAction.none)
+        // A lockout that lasts past a day names the day.
+        policy = Policy(user: "kid", dailyLimit: .unlimited, bedtime: nil, lockout: .network, timezone: "UTC", weeklyLimitMinutes: 60)
+        let week = Enforcement.plan(
+            schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utc("2026-06-05T12:00Z"),
+            usage: DayUsage(screenSeconds: 0, weekSeconds: 3600), running: [], tracked: [])
+        #expect(week.networkOff)
+        #expect(week.networkOffMessage(now: utc("2026-06-05T12:00Z"), zone: zoneRules("UTC")).hasPrefix("this week's limit of 1h is used up: the internet is off until Mon 2026-06-08 00:00"))
     }
 
     @Test func stopMessagesNameTheRule() {

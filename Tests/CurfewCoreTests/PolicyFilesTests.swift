@@ -275,6 +275,15 @@ import Testing
         #expect(policy.timezone == nil)
     }
 
+    /// Issue 15's example: the internet off at night, drawing offline goes on; logout at the limit.
+    @Test func offlineNights() throws {
+        let policy = try Self.policy("examples/offline-nights.json")
+        #expect(policy.lockout == .logout && policy.bedtimeLockout == .network)
+        #expect(policy.lockout(in: .bedtime) == .network && policy.lockout(in: .downtime) == .network)
+        #expect(policy.lockout(in: .limitReached) == .logout && policy.lockout(in: .breakTime) == .logout)
+        #expect(policy.rule(for: "krita") == .allow)
+    }
+
     @Test func exampleAppsExistInTheCatalog() throws {
         let catalog = try Self.catalog()
         let examples = try Self.jsonFiles(in: Self.policies.appendingPathComponent("examples")).map { "examples/\($0.name)" }

@@ -136,6 +136,33 @@ struct PolicyMergeTests {
         #expect(result.mergedRecords.first == (c.winner == 60 ? c.idA : c.idB))
     }
 
+    @Test("bedtimeLockout merges as a field of its own: one parent's network at bedtime, the other's lock at the limit")
+    func lockoutByCause() {
+        let a = F.input("a", version: 2, author: F.parentA, time: 200, policy: F.policy { $0.bedtimeLockout = .network })
+        let b = F.input("b", version: 2, author: F.parentB, time: 150, policy: F.policy { $0.lockout = .lock })
+        let result = foldEveryOrder([F.first, a, b])
+        #expect(result.policy == F.policy {
+            $0.lockout = .lock
+            $0.bedtimeLockout = .network
+        })
+        #expect(result.conflicts == [])
+        // Both set it: the later record wins and the conflict is named.
+        let c = F.input("c", version: 2, author: F.parentB, time: 300, policy: F.policy { $0.bedtimeLockout = .apps })
+        let both = foldEveryOrder([F.first, a, c])
+        #expect(both.policy?.bedtimeLockout == .apps)
+        #expect(both.conflicts == ["bedtimeLockout"])
+        // Taking it back (same as lockout again) is a change too, and merges with another field's edit.
+        let v2 = F.input("v2", version: 2, time: 200, policy: F.policy { $0.bedtimeLockout = .network })
+        let back = F.input("back", version: 3, author: F.parentA, time: 300, policy: F.policy { _ in })
+        let limit = F.input("limit", version: 3, author: F.parentB, time: 250, policy: F.policy {
+            $0.bedtimeLockout = .network
+            $0.dailyLimit = .minutes(60)
+        })
+        let undone = foldEveryOrder([F.first, v2, back, limit])
+        #expect(undone.policy == F.policy { $0.dailyLimit = .minutes(60) })
+        #expect(undone.conflicts == [])
+    }
+
     @Test("the same change on both sides is no conflict")
     func sameChange() {
         let a = F.input("a", version: 2, author: F.parentA, policy: F.policy { $0.dailyLimit = .minutes(60) })

@@ -261,7 +261,7 @@ struct PolicyValidationTests {
         #expect(policy.bedtime(startingOn: .sat) == nil)
     }
 
-    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps), ("none", .none)])
+    @Test("lockout names", arguments: [("logout", Lockout.logout), ("lock", .lock), ("apps", .apps), ("none", .none), ("network", .network)])
     func lockout(text: String, value: Lockout) throws {
         #expect(try Lockout.parse(text) == value)
     }
@@ -270,7 +270,7 @@ struct PolicyValidationTests {
     func badLockout(text: String) {
         #expect(
             policyErrorMessage { () throws(PolicyError) in try Lockout.parse(text) }
-                == "lockout must be logout, lock, apps or none, got \(jsonQuoted(text))")
+                == "lockout must be logout, lock, apps, network or none, got \(jsonQuoted(text))")
     }
 }
 
@@ -370,13 +370,20 @@ struct PolicyDecodeTests {
         }
         // limitScope and the schedule rules of issue 16 are written only when set, so a policy that
         // does not use them reads (and its records verify) as before the fields existed.
-        let optional: Set = ["limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension"]
+        // So does issue 15's bedtimeLockout (right after lockout).
+        let optional: Set = ["limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension", "bedtimeLockout"]
         #expect(object.keys == Policy.fieldNames.filter { !optional.contains($0) })
         var everyComputer = policy
         everyComputer.limitScope = .allComputers
         guard case .object(let all) = everyComputer.json else { return }
         #expect(all.keys == Policy.fieldNames.filter { $0 == "limitScope" || !optional.contains($0) })
         #expect(all["limitScope"] == .string("all-computers"))
+        var byCause = policy
+        byCause.bedtimeLockout = .network
+        guard case .object(let withBedtime) = byCause.json else { return }
+        #expect(withBedtime.keys == Policy.fieldNames.filter { $0 == "bedtimeLockout" || !optional.contains($0) })
+        #expect(try Policy.decode(byCause.json) == byCause)
+        #expect(try Policy.decode(JSONValue.parse(#"{"user": "kid", "lockout": "lock", "bedtimeLockout": null}"#)).lockout(for: .bedtime) == .lock)
         #expect(try Policy.decode(everyComputer.json) == everyComputer)
         #expect(try Policy.decode(JSONValue.parse(#"{"user": "kid", "limitScope": "this-computer"}"#)).limitScope == .thisComputer)
         #expect(throws: PolicyError("limit scope must be this-computer or all-computers, got \"all\"")) {
@@ -392,7 +399,7 @@ struct PolicyDecodeTests {
     }
 
     static let knownFields =
-        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, "
+        "user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, bedtimeLockout, timezone, limitScope, "
         + "weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension"
 
     @Test(
@@ -554,7 +561,9 @@ struct PolicyDecodeTests {
             (#"{"user": "kid", "warnMinutes": [15, "5"]}"#, #"policy field "warnMinutes[1]" must be a whole number, got a string"#),
             (#"{"user": "kid", "warnMinutes": [15, 0]}"#, "warning minutes must be between 1 and 480, got 0"),
             (#"{"user": "kid", "warnMinutes": [5, 5]}"#, "warning minutes must differ, got 5 twice"),
-            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock, apps or none, got "kill""#),
+            (#"{"user": "kid", "lockout": "kill"}"#, #"lockout must be logout, lock, apps, network or none, got "kill""#),
+            (#"{"user": "kid", "bedtimeLockout": "offline"}"#, #"bedtime lockout must be logout, lock, apps, network or none, got "offline""#),
+            (#"{"user": "kid", "bedtimeLockout": 1}"#, #"policy field "bedtimeLockout" must be a string, got a number"#),
             (#"{"user": "kid", "lockout": null}"#, #"policy field "lockout" must be a string, got null"#),
             (#"{"user": "kid", "timezone": 1}"#, #"policy field "timezone" must be a string, got a number"#),
             (

@@ -93,6 +93,26 @@ struct RecordTests {
         #expect(try PolicyRecord.parse(Array(RecordFixture.fileText.utf8)).record == RecordFixture.record)
     }
 
+    /// Issue 15: a record file made before `bedtimeLockout` existed reads as it always did: the one
+    /// lockout at the limit and at bedtime alike, and its bytes (what was signed) come back unchanged.
+    @Test("an old record file without bedtimeLockout reads as before")
+    func oldRecordWithoutBedtimeLockout() throws {
+        let old = RecordFixture.fileText.replacingOccurrences(of: #""lockout":"logout""#, with: #""lockout":"lock""#)
+        let parsed = try PolicyRecord.parse(Array(old.utf8))
+        let policy = try #require(parsed.record.policy)
+        #expect(policy.lockout == .lock)
+        #expect(policy.bedtimeLockout == nil)
+        #expect(policy.lockout(for: .bedtime) == .lock && policy.lockout(for: .limit) == .lock)
+        #expect(policy.lockout(in: .bedtime) == .lock && policy.lockout(in: .downtime) == .lock && policy.lockout(in: .allowed) == nil)
+        #expect(parsed.record.fileBytes(signature: "c2ln") == Array(old.utf8))
+        // A record with the field keeps it, and says it in the canonical payload.
+        var record = parsed.record
+        record.policy?.bedtimeLockout = .network
+        #expect(record.signedPayload.canonicalString.contains(#""bedtimeLockout":"network","bedtime":"#) == false)
+        #expect(record.signedPayload.canonicalString.contains(#""bedtimeLockout":"network""#))
+        #expect(try PolicyRecord.parse(record.fileBytes(signature: "c2ln")).record == record)
+    }
+
     @Test("a file of exactly the size limit is read; one byte more is refused unread")
     func sizeLimit() throws {
         let base = RecordFixture.record.fileBytes(signature: "").count
@@ -211,7 +231,7 @@ struct RecordTests {
             "invalid policy: daily limit must be a multiple of 15 minutes, got 17"),
         .init(
             "a policy with an unknown field", RecordFixture.withPolicy { $0["bonus"] = .int(1) },
-            #"invalid policy: unknown policy field "bonus" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#
+            #"invalid policy: unknown policy field "bonus" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, bedtimeLockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#
         ),
         .init(
             "a policy without a user", RecordFixture.withPolicy { $0["user"] = nil },

@@ -179,7 +179,9 @@ import Testing
         (["warnings", "kid", "15,5,5"], "warning minutes must differ, got 5 twice", 64),
         (["warnings", "kid", "15,x"], "warnings must be comma-separated whole minutes like 15,5,1 or off, got \"15,x\"", 64),
         (["warnings", "kid", "0"], "warning minutes must be between 1 and 480, got 0", 64),
-        (["lockout", "kid", "shutdown"], "lockout must be logout, lock, apps or none, got \"shutdown\"", 64),
+        (["lockout", "kid", "shutdown"], "lockout must be logout, lock, apps, network or none, got \"shutdown\"", 64),
+        (["lockout", "kid", "network", "--at", "noon"], "lockout cause must be bedtime or limit, got \"noon\"", 64),
+        (["lockout", "kid", "offline", "--at", "bedtime"], "lockout must be logout, lock, apps, network or none, got \"offline\"", 64),
         (["timezone", "kid", "Mars/Olympus"], "time zone must be an IANA zone name such as Europe/Berlin, got \"Mars/Olympus\"", 64),
         (["schedule", "kid", "--date", "2026-02-30"], "date must be a real calendar day, got \"2026-02-30\"", 64),
         (["schedule", "kid", "--date", "tomorrow"], "date must look like YYYY-MM-DD, got \"tomorrow\"", 64),
@@ -207,7 +209,7 @@ import Testing
         defer { runner.cleanUp() }
         let cases: [(String, String)] = [
             (#"{"user": "kid", "dailyLimit": 60}"#,
-             #"unknown policy field "dailyLimit" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#),
+             #"unknown policy field "dailyLimit" (known fields: user, dailyLimitMinutes, weekdayLimits, bedtime, weekdayBedtimes, apps, warnMinutes, lockout, bedtimeLockout, timezone, limitScope, weeklyLimitMinutes, downtime, breaks, exceptions, selfExtension)"#),
             (#"{"user": "kid", "dailyLimitMinutes": 17}"#, "daily limit must be a multiple of 15 minutes, got 17"),
             (#"{"user": "kid", "dailyLimitMinutes": "2h"}"#,
              #"policy field "dailyLimitMinutes" must be a number of minutes or null (unlimited), got a string"#),
@@ -364,7 +366,11 @@ import Testing
                       "end": "2026-03-30T00:00:00+02:00",
                       "state": "bedtime"
                     }
-                  ]
+                  ],
+                  "lockout": {
+                    "limit": "logout",
+                    "bedtime": "logout"
+                  }
                 }
 
                 """)

@@ -119,6 +119,63 @@ import Testing
         #expect(try runner.ok(["policy", "show", "kid", "--json"]).stdout.contains(#""lockout": "none""#))
     }
 
+    /// Issue 15: the lockout by cause through the built binary: set, shown, listed, previewed, and
+    /// back to one lockout for both.
+    @Test func lockoutByCauseIsSetShownAndPreviewed() throws {
+        let runner = try initialised()
+        defer { runner.cleanUp() }
+        func says(_ arguments: [String], _ expected: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let result = try runner.ok(arguments + ["--no-wait"])
+            #expect(result.stdout == expected, sourceLocation: sourceLocation)
+        }
+        // The default: logout for both, which the preview does not repeat.
+        #expect(try runner.ok(["schedule", "kid", "--date", "2099-12-23"]).stdout.hasSuffix("daily limit 2h within 13h allowed\n"))
+        try says(["lockout", "kid", "network", "--at", "bedtime"], "kid: lockout at bedtime is now network (at the limit: logout)\npublished version 3; no computer has confirmed it yet\n")
+        try says(["lockout", "kid", "network", "--at", "bedtime"], "kid: lockout at bedtime is already network (at the limit: logout); nothing to publish\n")
+        #expect(
+            try runner.ok(["schedule", "kid", "--date", "2099-12-23"]).stdout == """
+                kid on Wednesday 2099-12-23 (Europe/Berlin, a day of 24h)
+                  00:00-07:00  bedtime  7h
+                  07:00-20:00  allowed  13h
+                  20:00-24:00  bedtime  4h
+                daily limit 2h within 13h allowed
+                at the limit: logout (sessions end, logins are refused); at bedtime and in downtime: network (the internet is off; the session goes on)
+
+                """)
+        let preview = try runner.ok(["schedule", "kid", "--date", "2099-12-23", "--json"]).stdout
+        #expect(preview.contains(#""lockout": {\#n    "limit": "logout",\#n    "bedtime": "network"\#n  }"#), "\(preview)")
+        let shown = try runner.ok(["policy", "show", "kid"]).stdout
+        #expect(shown.contains("\n  lockout      logout at the limit, network at bedtime\n"), "\(shown)")
+        let json = try runner.ok(["policy", "show", "kid", "--json"]).stdout
+        #expect(json.contains(#""lockout": "logout",\#n  "bedtimeLockout": "network",\#n  "timezone""#), "\(json)")
+        #expect(try runner.ok(["user", "list"]).stdout.contains("  logout at the limit, network at bedtime\n"))
+        // --at limit leaves bedtime as it is, even where bedtime followed the limit until now.
+        try says(["lockout", "kid", "lock", "--at", "limit"], "kid: lockout at the limit is now lock (at bedtime: network)\npublished version 4; no computer has confirmed it yet\n")
+        try says(["lockout", "kid", "network", "--at", "limit"], "kid: lockout at the limit is now network (at bedtime: network)\npublished version 5; no computer has confirmed it yet\n")
+        // The same for both causes: one lockout again, and the JSON is what it was before the field existed.
+        #expect(!(try runner.ok(["policy", "show", "kid", "--json"]).stdout.contains("bedtimeLockout")))
+        #expect(
+            try runner.ok(["schedule", "kid", "--date", "2099-12-23"]).stdout.hasSuffix(
+                "at the limit and at bedtime: network (the internet is off; the session goes on)\n"))
+        try says(["lockout", "kid", "apps", "--at", "bedtime"], "kid: lockout at bedtime is now apps (at the limit: network)\npublished version 6; no computer has confirmed it yet\n")
+        try says(["lockout", "kid", "logout"], "kid: lockout is now logout (was apps at bedtime)\npublished version 7; no computer has confirmed it yet\n")
+        try says(["lockout", "kid", "logout"], "kid: lockout is already logout; nothing to publish\n")
+        let plain = try runner.ok(["policy", "show", "kid", "--json"]).stdout
+        #expect(plain.contains(#""lockout": "logout""#) && !plain.contains("bedtimeLockout"), "\(plain)")
+        #expect(try runner.ok(["schedule", "kid", "--date", "2099-12-23"]).stdout.hasSuffix("daily limit 2h within 13h allowed\n"))
+        // A policy file with the field (policy import) and a record without it both read.
+        let file = runner.root.appendingPathComponent("kid.json")
+        try Data(#"{"user": "kid", "lockout": "lock", "bedtimeLockout": "network"}"#.utf8).write(to: file)
+        try runner.ok(["policy", "import", file.path, "--no-wait"])
+        #expect(try runner.ok(["policy", "show", "kid"]).stdout.contains("  lockout      lock at the limit, network at bedtime\n"))
+        try Data(#"{"user": "kid", "bedtimeLockout": "curfew"}"#.utf8).write(to: file)
+        let before = try runner.snapshot()
+        let bad = try runner.run(["policy", "import", file.path])
+        #expect(bad.status == 65, "\(bad)")
+        #expect(bad.stderr.hasSuffix(#"bedtime lockout must be logout, lock, apps, network or none, got "curfew"\#n"#), "\(bad)")
+        #expect(try runner.snapshot() == before)
+    }
+
     /// Every invalid input: one line naming the rule and the value, exit 64, nothing changed.
     @Test(arguments: [
         (["downtime", "kid", "add", "school", "08:00-08:00"], "downtime window school: start and end must differ, got 08:00-08:00"),

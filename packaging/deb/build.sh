@@ -101,6 +101,7 @@ Architecture: $arch
 Maintainer: $(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$HERE/changelog" | head -n 1)
 Installed-Size: $installed_size
 Depends: $depends
+Recommends: nftables
 Section: admin
 Priority: optional
 Description: family screen-time rules for Linux: limits, bedtimes, app rules

@@ -1,0 +1,271 @@
+import CLinux
+import CurfewCore
+import Glibc
+
+/// The `network` lockout in the kernel: one nftables table of Curfew's own, `inet curfew`, whose
+/// output chain drops every packet a locked-out user's sockets send, loopback excepted:
+///
+///     table inet curfew {
+///         chain output {
+///             type filter hook output priority filter; policy accept;
+///             oif "lo" accept
+///             meta skuid 1001 counter drop comment "curfew: kid"
+///         }
+///     }
+///
+/// The `inet` family covers IPv4 and IPv6 alike. Only locally generated traffic passes the output
+/// hook, and `meta skuid` is the owner of the sending socket: a child's programs, whatever they are,
+/// but not root's nor another user's. Without a locked-out user the table does not exist at all.
+///
+/// Through the `nft` command (Debian's nftables) with a JSON rule set on standard input (`nft -j -f -`),
+/// not libnftables linked in: the rule set changes only when a decision does (a few times a day), so
+/// a fork and exec of a few milliseconds is nothing; nothing is linked into `curfew` and `curfewd`,
+/// so a computer that never uses the `network` lockout needs no nftables at all (the package only
+/// recommends it); the JSON is built as a value, never by pasting text into nft's syntax; and a fault
+/// in the library cannot take the root agent down with it. One `-f` input is one netlink transaction:
+/// the table is replaced whole (add, delete, add again, then its chain and rules), so it is never
+/// seen half built, and a failed input changes nothing.
+///
+/// Rules live in a network namespace: the agent's own (the computer's, under systemd).
+public struct NetworkFilter: Sendable {
+    public static let family = "inet"
+    public static let table = "curfew"
+    public static let chain = "output"
+    static let nftCandidates = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+
+    /// The program and leading arguments to run instead of `nft` (tests: `ip netns exec NS nft`).
+    public var command: [String]?
+    public var timeoutMilliseconds: Int
+
+    public init(command: [String]? = nil, timeoutMilliseconds: Int = 5_000) {
+        self.command = command
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    /// One user whose traffic is dropped: the uid the rule matches, the name its comment gives.
+    public struct Blocked: Sendable, Equatable, Hashable {
+        public var uid: UInt32
+        public var user: String
+
+        public init(uid: UInt32, user: String) {
+            self.uid = uid
+            self.user = user
+        }
+    }
+
+    /// The nft JSON input that makes the table hold exactly `blocked` (uid 0 is never added: root
+    /// is never managed); without anyone, it removes the table.
+    public static func ruleset(_ blocked: [Blocked]) -> JSONValue {
+        let tableObject = JSONValue.object(JSONObject([("family", .string(family)), ("name", .string(table))]))
+        // `add` first, so the `delete` never fails on a table that is not there.
+        var commands: [JSONValue] = [
+            command("add", "table", tableObject), command("delete", "table", tableObject),
+        ]
+        let users = blocked.filter { $0.uid != 0 }.sorted { $0.uid < $1.uid }
+        guard !users.isEmpty else { return .object(JSONObject([("nftables", .array(commands))])) }
+        commands.append(command("add", "table", tableObject))
+        commands.append(
+            command(
+                "add", "chain",
+                .object(
+                    JSONObject([
+                        ("family", .string(family)), ("table", .string(table)), ("name", .string(chain)),
+                        ("type", .string("filter")), ("hook", .string("output")), ("prio", .int(0)),
+                        ("policy", .string("accept")),
+                    ]))))
+        func rule(_ expressions: [JSONValue], comment: String? = nil) -> JSONValue {
+            var object = JSONObject([("family", .string(family)), ("table", .string(table)), ("chain", .string(chain))])
+            if let comment { object["comment"] = .string(comment) }
+            object["expr"] = .array(expressions)
+            return command("add", "rule", .object(object))
+        }
+        func match(_ key: String, _ right: JSONValue) -> JSONValue {
+            .object(
+                JSONObject([
+                    (
+                        "match",
+                        .object(
+                            JSONObject([
+                                ("op", .string("==")), ("left", .object(JSONObject([("meta", .object(JSONObject([("key", .string(key))])))]))),
+                                ("right", right),
+                            ]))
+                    )
+                ]))
+        }
+        let verdict = { (word: String) in JSONValue.object(JSONObject([(word, .null)])) }
+        commands.append(rule([match("oif", .string("lo")), verdict("accept")]))
+        for user in users {
+            // User names are validated login names; the comment is only for people reading `nft list ruleset`.
+            commands.append(
+                rule(
+                    [match("skuid", .int(Int64(user.uid))), .object(JSONObject([("counter", .null)])), verdict("drop")],
+                    comment: "curfew: \(user.user)"))
+        }
+        return .object(JSONObject([("nftables", .array(commands))]))
+    }
+
+    static func command(_ verb: String, _ kind: String, _ value: JSONValue) -> JSONValue {
+        .object(JSONObject([(verb, .object(JSONObject([(kind, value)])))]))
+    }
+
+    /// Replaces the table with one that drops the traffic of `blocked` (removes it when empty), in one
+    /// transaction (`nft -j -f -`).
+    public func apply(_ blocked: [Blocked]) throws(LinuxError) {
+        let input = Array(Self.ruleset(blocked).canonicalBytes) + [UInt8(ascii: "\n")]
+        let result = try run(["-j", "-f", "-"], input: input)
+        guard result.status == 0 else {
+            throw LinuxError(operation: "nft -j -f -: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: EIO)
+        }
+    }
+
+    /// The uids the table drops now (`nft -j list table inet curfew`); empty when there is no table.
+    public func blockedUIDs() throws(LinuxError) -> Set<UInt32> {
+        let result = try run(["-j", "list", "table", Self.family, Self.table], input: [])
+        guard result.status == 0 else {
+            // nft says "No such file or directory" for a table that is not there.
+            if result.errors.contains("No such file or directory") { return [] }
+            throw LinuxError(operation: "nft -j list table: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: EIO)
+        }
+        do {
+            return Self.uids(inListing: try JSONValue.parse(result.output))
+        } catch {
+            throw LinuxError(operation: "nft -j list table: unreadable JSON (\(error))", errno: EIO)
+        }
+    }
+
+    /// The uids of `meta skuid == N` rules with a `drop` verdict in the chain of a `nft -j list` answer.
+    public static func uids(inListing listing: JSONValue) -> Set<UInt32> {
+        guard case .object(let top) = listing, case .array(let items)? = top["nftables"] else { return [] }
+        var uids = Set<UInt32>()
+        for item in items {
+            guard case .object(let object) = item, case .object(let rule)? = object["rule"],
+                rule["table"] == .string(table), rule["chain"] == .string(chain), case .array(let expressions)? = rule["expr"]
+            else { continue }
+            var uid: UInt32?
+            var drops = false
+            for expression in expressions {
+                guard case .object(let entry) = expression else { continue }
+                if entry["drop"] != nil { drops = true }
+                if case .object(let match)? = entry["match"], case .object(let left)? = match["left"],
+                    case .object(let meta)? = left["meta"], meta["key"] == .string("skuid"), case .int(let value)? = match["right"],
+                    let small = UInt32(exactly: value)
+                {
+                    uid = small
+                }
+            }
+            if drops, let uid { uids.insert(uid) }
+        }
+        return uids
+    }
+
+    /// Runs nft with `arguments`, `input` on its standard input; its exit status, output and errors
+    /// (each up to 1 MiB), waiting at most `timeoutMilliseconds` (then SIGKILL).
+    func run(_ arguments: [String], input: [UInt8]) throws(LinuxError) -> (status: Int32, output: String, errors: String) {
+        let program: [String]
+        if let command {
+            program = command
+        } else {
+            guard let nft = Self.nftCandidates.first(where: { access($0, X_OK) == 0 }) else {
+                throw LinuxError(operation: "nft (nftables) not found", errno: ENOENT)
+            }
+            program = [nft]
+        }
+        let deadline = ClockReading.read(CLOCK_MONOTONIC) + Int64(timeoutMilliseconds)
+        // nft reads `-f -` by opening /dev/stdin, which a socket cannot be opened as: the input goes
+        // in an unlinked temporary file instead (mkstemp(3): a new name, O_EXCL, mode 0600).
+        let inputFile = try Self.temporaryFile(holding: input)
+        defer { close(inputFile) }
+        // Socket pairs rather than pipes for what nft says: they take SOCK_CLOEXEC (Swift does not
+        // import pipe2), so children other threads spawn meanwhile do not keep an end open.
+        func pair() throws(LinuxError) -> [Int32] {
+            var ends: [Int32] = [-1, -1]
+            try LinuxError.check("socketpair for nft") {
+                socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends)
+            }
+            return ends
+        }
+        let stdout = try pair()
+        defer { close(stdout[0]) }
+        let stderr: [Int32]
+        do {
+            stderr = try pair()
+        } catch {
+            close(stdout[1])
+            throw error
+        }
+        defer { close(stderr[0]) }
+        let pid: Int32
+        do {
+            defer {
+                close(stdout[1])
+                close(stderr[1])
+            }
+            let options = SpawnOptions(
+                environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"], input: inputFile,
+                passing: [SpawnOptions.Passing(from: stdout[1], to: 1), SpawnOptions.Passing(from: stderr[1], to: 2)])
+            pid = try spawnProcess(program[0], Array(program.dropFirst()) + arguments, options: options)
+        }
+        for descriptor in [stdout[0], stderr[0]] { _ = fcntl(descriptor, F_SETFL, O_NONBLOCK) }
+        var output: [UInt8] = []
+        var errors: [UInt8] = []
+        var outputOpen = true
+        var errorsOpen = true
+        // Our unreaped child: its PID cannot be reused until we reap it, so kill(pid) is safe.
+        while outputOpen || errorsOpen {
+            let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
+            if left <= 0 {
+                killAndReap(pid)
+                throw LinuxError(operation: "nft: no answer within \(timeoutMilliseconds) ms", errno: ETIMEDOUT)
+            }
+            var pollers = [
+                pollfd(fd: outputOpen ? stdout[0] : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: errorsOpen ? stderr[0] : -1, events: Int16(POLLIN), revents: 0),
+            ]
+            _ = poll(&pollers, 2, Int32(min(left, 1_000)))
+            if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout[0], into: &output) }
+            if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr[0], into: &errors) }
+        }
+        guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: ECHILD) }
+        return (status, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+    }
+
+    /// A descriptor of an unlinked temporary file holding `bytes`, at its start (close-on-exec).
+    static func temporaryFile(holding bytes: [UInt8]) throws(LinuxError) -> Int32 {
+        var template = Array("/tmp/curfew-nft-XXXXXX".utf8CString)
+        let fd = try LinuxError.check("mkstemp /tmp/curfew-nft-XXXXXX") { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } }
+        unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let code = errno
+                close(fd)
+                throw LinuxError(operation: "write the nft input", errno: count < 0 ? code : EIO)
+            }
+            written += count
+        }
+        lseek(fd, 0, SEEK_SET)
+        return fd
+    }
+
+    /// Reads what is there into `bytes` (at most 1 MiB kept); false at end of file.
+    static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count == 0 { return false }
+            if count < 0 { return errno == EINTR || errno == EAGAIN }
+            if bytes.count < 1 << 20 { bytes += chunk.prefix(min(count, (1 << 20) - bytes.count)) }
+        }
+    }
+
+    static func describe(_ status: Int32) -> String {
+        status & 0x7F == 0 ? "exited with status \((status >> 8) & 0xFF)" : "killed by signal \(status & 0x7F)"
+    }
+
+    static func firstLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+    }
+}
