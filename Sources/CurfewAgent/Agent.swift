@@ -34,8 +34,7 @@ public final class Agent: Sendable {
         self.logger = logger
         try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)
         let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
-        let shared = SharedDirectory(
-            path: configuration.sharedDirectory, pins: MachineKeyPins(stateDirectory: configuration.stateDirectory))
+        let shared = SharedDirectory(path: configuration.sharedDirectory, trust: keyRing)
         try shared.create()
         let now = Int64(Date().timeIntervalSince1970)
         let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)

@@ -33,9 +33,21 @@ import Testing
         }
 
         func start(_ index: Int, launcher: [String] = []) throws -> AgentProcess {
-            try AgentProcess(
+            let agent = try AgentProcess(
                 agents[index].runner, arguments: ["--shared-dir", shared, "--machine-id", agents[index].id, "--rescan", "1"],
                 launcher: launcher)
+            try enrol(index)
+            return agent
+        }
+
+        /// The agents hold no parent key, so they cannot enrol themselves: once an agent has announced
+        /// itself, the parent enrols it (the key it announced) unless it is enrolled already.
+        func enrol(_ index: Int) throws {
+            let id = agents[index].id
+            guard !FileManager.default.fileExists(atPath: "\(shared)/enrolments/\(id).json") else { return }
+            try waitUntil(seconds: 10, "\(id) announced") { FileManager.default.fileExists(atPath: "\(shared)/machines/\(id).json") }
+            let enrolled = try parent.ok(["sync", "enrol", id, "--yes", "--shared-dir", shared])
+            #expect(enrolled.stdout.contains("enrolled computer \(id) with parent key "), "\(enrolled)")
         }
 
         func records() -> Set<String> {
