@@ -86,19 +86,39 @@ func waitForConfirmations(_ shared: SharedDirectory, recordId: String, published
 
 /// How long editing commands wait for the family's computers.
 struct WaitOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Seconds to wait for every known computer to confirm (default 5).", valueName: "seconds"))
-    var wait: Double = 5
+    @Option(
+        help: ArgumentHelp(
+            "Seconds to wait for every enrolled computer to confirm (default 5, or longer when the local Syncthing's watcher delay on folder curfew needs it: twice the delay plus 3 s).",
+            valueName: "seconds"))
+    var wait: Double?
 
     @Flag(help: "Publish and return at once, without waiting for confirmations.")
     var noWait = false
 
     func validate() throws {
-        guard wait >= 0 && wait <= 3600 else {
-            throw ValidationError("wait must be between 0 and 3600 seconds, got \(wait)")
+        if let wait, !(wait >= 0 && wait <= SyncWait.maximumSeconds) {
+            throw ValidationError("wait must be between 0 and \(Int(SyncWait.maximumSeconds)) seconds, got \(wait)")
         }
     }
 
-    var seconds: Double? { noWait ? nil : wait }
+    /// nil with --no-wait; else --wait, else the default for the local Syncthing's delay.
+    var seconds: Double? {
+        if noWait { return nil }
+        return wait ?? SyncWait.defaultSeconds(syncDelaySeconds: LocalSyncthing.syncDelaySeconds())
+    }
+}
+
+/// The local Syncthing as the CLI finds it: its home from `$CURFEW_SYNCTHING_HOME` (a Syncthing run with
+/// `-home DIR`), else root's.
+enum LocalSyncthing {
+    static var home: String? {
+        ProcessInfo.processInfo.environment["CURFEW_SYNCTHING_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    static func config() -> (path: String, config: SyncthingConfig)? { try? SyncthingConfig.load(home: home) }
+
+    /// How long the local Syncthing holds a change of folder `curfew` before sending it, when it has one.
+    static func syncDelaySeconds() -> Double? { config()?.config.folder()?.syncDelaySeconds }
 }
 
 struct SyncCommand: ParsableCommand {

@@ -164,6 +164,40 @@ import Testing
         #expect(after.contains("pc-c"), "\(after)")
     }
 
+    /// The default wait covers the local Syncthing's watcher delay on folder `curfew` (read from its
+    /// config.xml) on the way out and back: twice the delay plus 3 s, never under 5 s.
+    @Test func theDefaultWaitCoversSyncthingsWatcherDelay() throws {
+        let family = try Family()
+        defer { family.cleanUp() }
+        let agent = try family.start(0)
+        #expect(agent.stop() == 0)
+        let home = family.parent.root.appendingPathComponent("syncthing").path
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        func configure(delay: Int) throws {
+            try """
+                <configuration version="36">
+                    <folder id="curfew" path="\(family.shared)" type="sendreceive" rescanIntervalS="3600" fsWatcherEnabled="true" fsWatcherDelayS="\(delay)" ignorePerms="false"></folder>
+                    <gui enabled="true" tls="false"><address>127.0.0.1:1</address><apikey>k</apikey></gui>
+                </configuration>
+                """.write(toFile: "\(home)/config.xml", atomically: true, encoding: .utf8)
+        }
+        try configure(delay: 2)
+        let started = Date()
+        let slow = try family.parent.run(
+            ["limit", "synckid", "1h", "--shared-dir", family.shared], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(slow.status == 75, "\(slow)")
+        #expect(slow.stderr.hasPrefix("curfew: not confirmed within 7 s by "), "\(slow)")
+        #expect(Date().timeIntervalSince(started) >= 7)
+        try configure(delay: 1)
+        let quick = try family.parent.run(
+            ["limit", "synckid", "2h", "--shared-dir", family.shared], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(quick.stderr.hasPrefix("curfew: not confirmed within 5 s by "), "\(quick)")
+        // --wait still wins.
+        let asked = try family.parent.run(
+            ["limit", "synckid", "3h", "--shared-dir", family.shared, "--wait", "1"], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(asked.stderr.hasPrefix("curfew: not confirmed within 1 s by "), "\(asked)")
+    }
+
     /// The agent runs in a mount namespace of its own, where the test turns `confirmations/` into a
     /// read-only bind mount (root ignores file modes, not a read-only mount) or a full 64 KiB tmpfs.
     /// A change still reaches enforcement at once; its confirmation waits, and is written at a
