@@ -124,7 +124,7 @@ enum LocalSyncthing {
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync", abstract: "See which computers applied which policy, and enrol computers.",
-        subcommands: [SyncStatus.self, SyncEnrol.self])
+        subcommands: [SyncStatus.self, SyncEnrol.self, SyncSetup.self])
 }
 
 struct SyncStatus: ParsableCommand {
