@@ -124,10 +124,44 @@ enum LocalSyncthing {
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync", abstract: "See which computers applied which policy, and enrol computers.",
-        subcommands: [SyncStatus.self, SyncEnrol.self, SyncSetup.self])
+        subcommands: [SyncStatus.self, SyncEnrol.self, SyncSetup.self, SyncPrune.self])
 }
 
 struct SyncStatus: ParsableCommand {
+    /// What is wrong with the sync itself: two computers under one machine id, a folder a child could
+    /// reach, a Syncthing that holds changes back longer than the usual wait.
+    static func warnings(
+        _ workspace: Workspace, roster: MachineRoster, answers: [String: [String: SharedDirectory.ConfirmationReading]]
+    ) -> [String] {
+        var warnings: [String] = []
+        for entry in roster.enrolled {
+            let keys = Set(answers.values.compactMap { $0[entry.machine]?.claimedKey })
+            if keys.count > 1 {
+                warnings.append(
+                    "two computers write as machine id \(entry.machine) (confirmations signed by keys \(keys.sorted().joined(separator: ", "))): a clone? On one of them: rm /etc/machine-id && systemd-machine-id-setup, restart curfewd, and enrol it")
+            }
+        }
+        let config = LocalSyncthing.config()?.config
+        let sharedPath = workspace.shared.path
+        let resolved = SyncSetup.realPath(sharedPath)
+        let isSymlink = (try? FileManager.default.destinationOfSymbolicLink(atPath: sharedPath)) != nil
+        let folder = config?.folder()
+        if isSymlink || folder.map({ SyncSetup.realPath($0.path) == resolved }) == true {
+            warnings += SyncthingFolder.warnings(resolved)
+        }
+        if let folder {
+            if !folder.watcherEnabled {
+                warnings.append(
+                    "Syncthing's file watcher is off for folder curfew: a change waits up to \(Int(folder.rescanIntervalSeconds)) s for a rescan (curfew sync setup --syncthing turns it on)")
+            } else if SyncWait.isTooShort(SyncWait.minimumSeconds, syncDelaySeconds: folder.watcherDelaySeconds) {
+                let wait = SyncWait.defaultSeconds(syncDelaySeconds: folder.syncDelaySeconds)
+                warnings.append(
+                    "Syncthing's watcher delay on folder curfew is \(String(format: "%g", folder.watcherDelaySeconds)) s, longer than a \(String(format: "%g", SyncWait.minimumSeconds)) s wait allows: editing commands wait \(String(format: "%g", wait)) s by default (curfew sync setup --syncthing sets 1 s)")
+            }
+        }
+        return warnings
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Every computer of the shared directory: last seen, enforced versions, pending and rejected records.")
@@ -246,6 +280,7 @@ struct SyncStatus: ParsableCommand {
             for (record, reason) in rejected { lines.append("  rejected \(record.prefix(12)): \(reason)") }
         }
         workspace.finish()
+        for warning in Self.warnings(workspace, roster: roster, answers: answers) { Output.warning(UntrustedText.terminal(warning)) }
         if json {
             Output.line(JSONValue.array(computers).prettyString)
         } else if computers.isEmpty {
@@ -315,5 +350,42 @@ struct SyncEnrol: ParsableCommand {
             machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now())
         try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
         Output.line("enrolled computer \(machine) with parent key \(parent.id)")
+    }
+}
+
+/// `curfew sync prune`: confirmations of records that are gone, unusable record files and leftover
+/// temporary files, each older than a day.
+struct SyncPrune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Remove confirmations of deleted records and rejected files older than a day.",
+        discussion: """
+            Lists what it will remove and asks (--yes skips the question): confirmations of records no \\
+            longer in records/, record files that can never be used (malformed, tampered, forged by a \\
+            trusted key's name), and temporary files of interrupted writes, each last changed more than \\
+            a day ago. Records signed by keys this computer does not trust, or has revoked, are kept: \\
+            another computer may trust them.
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
+
+    func run() throws {
+        let workspace = Workspace(location)
+        try workspace.requireInitialised()
+        let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
+        let plan = workspace.shared.prunePlan(trusted: trusted, now: Workspace.now())
+        guard !plan.items.isEmpty else {
+            Output.line("nothing to prune in \(workspace.shared.path)")
+            return
+        }
+        for item in plan.items { Output.lineNow(UntrustedText.terminal("\(item.path): \(item.reason)")) }
+        guard yes || Output.confirm("Remove these \(plan.items.count) files?") else {
+            throw CLIError("not confirmed; nothing removed", .failure)
+        }
+        let failed = workspace.shared.prune(plan)
+        for (_, error) in failed { Output.warning(error.description) }
+        Output.line("removed \(plan.items.count - failed.count) of \(plan.items.count) files")
+        if !failed.isEmpty { throw CLIError("\(failed.count) files could not be removed", failed.first!.error.isPermissionDenied ? .notPermitted : .failure) }
     }
 }
