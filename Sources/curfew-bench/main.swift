@@ -5,7 +5,9 @@
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
 // idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]   (no argument: all;
+// syncthing (SyncthingBench.swift: one change through two real Syncthing instances and back).
+//
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
 // section's windows, 30 s by default)
@@ -15,10 +17,10 @@ import Foundation
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle"]
+let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -49,6 +51,11 @@ do {
         try runSyncBenchmarks(
             root: root, changes: environment["CURFEW_BENCH_SYNC_CHANGES"].flatMap { Int($0) } ?? 200,
             catchUp: environment["CURFEW_BENCH_SYNC_RECORDS"].flatMap { Int($0) } ?? 10_000)
+    }
+    if sections.contains("syncthing") {
+        if sections.count > 1 { print("") }
+        try runSyncthingBenchmarks(
+            root: root, changes: ProcessInfo.processInfo.environment["CURFEW_BENCH_SYNCTHING_CHANGES"].flatMap { Int($0) } ?? 20)
     }
     if sections.contains("reports") {
         if sections.count > 1 { print("") }
