@@ -113,19 +113,21 @@ extension SharedDirectory {
     /// Every computer in `machines/` and `enrolments/`, with what this computer believes of it. Trust
     /// comes from this directory's `trust` key ring (the state directory's trusted and revoked parent
     /// keys); without one, no computer is enrolled.
-    public func roster() -> MachineRoster {
+    /// `only`: look at these machine ids alone (a reader that needs a few computers' keys does not read
+    /// every file a writer of the folder may have put in `machines/`).
+    public func roster(only: Set<String>? = nil) -> MachineRoster {
         let trusted = (try? trust?.trustedKeys()) ?? [:]
         let revoked = Set(((try? trust?.revocations()) ?? [:]).keys)
-        return roster(trusted: trusted, revoked: revoked)
+        return roster(trusted: trusted, revoked: revoked, only: only)
     }
 
-    public func roster(trusted: [String: PublicKey], revoked: Set<String>) -> MachineRoster {
+    public func roster(trusted: [String: PublicKey], revoked: Set<String>, only: Set<String>? = nil) -> MachineRoster {
         func ids(_ directory: String) -> [String] {
             ((try? Files.list(directory)) ?? []).filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map { String($0.dropLast(5)) }
                 .filter(MachineID.isValid)
         }
         var entries: [String: MachineRoster.Entry] = [:]
-        for id in Set(ids(machinesPath) + ids(enrolmentsPath)) {
+        for id in only?.filter(MachineID.isValid) ?? Set(ids(machinesPath) + ids(enrolmentsPath)) {
             let announced = announcement(id)
             var entry = MachineRoster.Entry(machine: id, host: announced?.0.host ?? id, announcedKey: announced?.1)
             switch enrolment(of: id, trusted: trusted, revoked: revoked) {

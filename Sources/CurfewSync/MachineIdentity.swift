@@ -184,8 +184,8 @@ extension SharedDirectory {
     /// Every computer's confirmation of `recordId`, each verified with that computer's enrolled key
     /// (from `roster`, else this directory's roster). Computers that have not confirmed it are left out.
     public func confirmations(for recordId: String, roster: MachineRoster? = nil) -> [ConfirmationReading] {
-        let roster = roster ?? self.roster()
         guard RecordFormat.isRecordID(recordId), let machines = try? Files.list(confirmationsPath) else { return [] }
+        let roster = roster ?? self.roster(only: Set(machines))
         var readings: [ConfirmationReading] = []
         for machine in machines.sorted() where MachineID.isValid(machine) {
             let path = "\(confirmationsPath(of: machine))/\(recordId)"

@@ -29,7 +29,7 @@ extension SharedDirectory {
         user: String, from: LocalDate, through to: LocalDate, excluding: String? = nil, roster: MachineRoster? = nil
     ) -> [UsageReading] {
         guard let machines = try? Files.list(usagePath) else { return [] }
-        let roster = roster ?? self.roster()
+        let roster = roster ?? self.roster(only: Set(machines.filter { MachineID.isValid($0) && $0 != excluding }))
         var readings: [UsageReading] = []
         for machine in machines.sorted() where MachineID.isValid(machine) && machine != excluding {
             let directory = usageDirectory(machine: machine, user: user)
