@@ -115,6 +115,14 @@ struct Join: ParsableCommand {
                 PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64)),
             time: Workspace.now(), expires: message.expires)
         try translatingErrors { try workspace.shared.publish(answer, signedBy: parent) }
+        // This computer counts on the other one as soon as its enrolment (by this parent key) arrives there.
+        let machine = try translatingErrors {
+            try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
+        }
+        _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
+        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
+            Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
+        }
         Output.lineNow("answered; the other computer trusts this computer's parent key once its parent confirms there")
     }
 }

@@ -213,6 +213,8 @@ struct SyncthingTests {
         }
         let (keyX, keyY) = (try keyOf(x), try keyOf(y))
         #expect(join.stdout.contains("offers parent key \(keyX)") && join.stdout.contains("trusted parent key \(keyX)"), "\(join)")
+        // sync setup enrolled y already: join finds nothing to add.
+        #expect(!join.stdout.contains("enrolled this computer"), "\(join)")
         #expect(pairText.contains("answered with parent key \(keyY)") && pairText.contains("trusted parent key \(keyY)"), "\(pairText)")
         #expect(FileManager.default.fileExists(atPath: "\(x.runner.stateDir)/keys/trusted/\(keyY).pub"))
         #expect(FileManager.default.fileExists(atPath: "\(y.runner.stateDir)/keys/trusted/\(keyX).pub"))
