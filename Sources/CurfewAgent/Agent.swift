@@ -36,8 +36,7 @@ public final class Agent: Sendable {
         self.logger = logger
         try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)
         let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
-        let shared = SharedDirectory(
-            path: configuration.sharedDirectory, pins: MachineKeyPins(stateDirectory: configuration.stateDirectory))
+        let shared = SharedDirectory(path: configuration.sharedDirectory, trust: keyRing)
         try shared.create()
         let now = configuration.clock.wallSeconds
         let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)

@@ -28,6 +28,15 @@ extension Agent {
         do { try shared.publish(machine.announcement) } catch {
             logger.warning("cannot publish this computer's key in the shared directory", metadata: ["error": "\(error)"])
         }
+        // A computer that holds a parent key enrols itself with it (how a one-computer family, and
+        // every computer that has its own parent key, keeps counting without a step of its own).
+        do {
+            if let author = try shared.enrolWithOwnParentKey(machine, now: Int64(Date().timeIntervalSince1970)) {
+                logger.notice("enrolled this computer in the shared directory with its parent key", metadata: ["key": "\(author)"])
+            }
+        } catch {
+            logger.warning("cannot enrol this computer in the shared directory", metadata: ["error": "\(error)"])
+        }
         let wanted = ConfirmationPlan.verdicts(
             valid: scan.valid, grants: scan.grants, ignored: scan.ignored, versions: versions, enforcedUsers: Set(policies.keys), removed: result.removed,
             merged: result.merged)

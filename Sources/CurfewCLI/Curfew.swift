@@ -16,7 +16,7 @@ public struct Curfew: ParsableCommand {
             LockoutCommand.self, DowntimeCommand.self, BreaksCommand.self, ExceptionCommand.self, AllowanceCommand.self,
             TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
             Status.self, Report.self, Events.self, Grant.self, Request.self, Extend.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
-            CheckLogin.self, KeyCommand.self,
+            CheckLogin.self, KeyCommand.self, Pair.self, Join.self,
         ])
 
     public init() {}
@@ -82,11 +82,12 @@ func announce(
     _ workspace: Workspace, user: String, description: String, unchanged: Bool, options: PublishOptions,
     publish: () throws -> (version: Int, id: String)
 ) throws {
+    let waitSeconds = options.waiting.seconds
     let publishedAt = Date().timeIntervalSince1970
     let published = unchanged ? nil : try publish()
     workspace.finish()
     var answers: [ComputerAnswer] = []
-    if let (_, id) = published, let seconds = options.waiting.seconds {
+    if let (_, id) = published, let seconds = waitSeconds {
         answers = waitForConfirmations(workspace.shared, recordId: id, publishedAt: publishedAt, seconds: seconds)
     }
     let missing = answers.filter { $0.confirmation == nil }
@@ -106,14 +107,14 @@ func announce(
             return
         }
         Output.line(description)
-        if answers.isEmpty && (options.waiting.seconds != nil || !workspace.shared.hasAnyConfirmation()) {
+        if answers.isEmpty && (waitSeconds != nil || !workspace.shared.hasAnyConfirmation()) {
             Output.line("published version \(version); no computer has confirmed it yet")
         } else {
             Output.line("published version \(version) as record \(id)")
             answers.forEach { Output.line(UntrustedText.terminal($0.line)) }
         }
     }
-    if let (version, _) = published, !missing.isEmpty, let seconds = options.waiting.seconds {
+    if let (version, _) = published, !missing.isEmpty, let seconds = waitSeconds {
         throw CLIError(
             "not confirmed within \(String(format: "%g", seconds)) s by \(missing.map(\.host).joined(separator: ", ")) (version \(version) is published; they apply it when they next read the shared directory)",
             .notConfirmed)

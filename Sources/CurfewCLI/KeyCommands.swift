@@ -31,8 +31,10 @@ struct KeyCommand: ParsableCommand {
                             ("revokedAt", revoked[id].map { .string(utcTimestamp($0.time)) } ?? .null),
                         ]))
                 }
-                let machines: [JSONValue] = MachineKeyPins(stateDirectory: workspace.stateDirectory).all().map { machine, pinned in
-                    .object(JSONObject([("machine", .string(machine)), ("id", .string(pinned.id)), ("publicKey", .string(pinned.base64))]))
+                let machines: [JSONValue] = workspace.shared.roster().enrolled.compactMap { entry in
+                    entry.key.map {
+                        .object(JSONObject([("machine", .string(entry.machine)), ("id", .string($0.id)), ("publicKey", .string($0.base64))]))
+                    }
                 }
                 let object = JSONObject([
                     ("id", .string(key.id)), ("publicKey", .string(key.publicKey.base64)), ("trusted", .array(entries)),
@@ -50,10 +52,10 @@ struct KeyCommand: ParsableCommand {
                     : revoked[id].map { " (revoked at \(utcTimestamp($0.time)))" } ?? ""
                 Output.line("  \(id)\(note)")
             }
-            let machines = MachineKeyPins(stateDirectory: workspace.stateDirectory).all()
+            let machines = workspace.shared.roster().enrolled
             if !machines.isEmpty {
-                Output.line("computers' keys (confirmations and usage summaries):")
-                for (machine, pinned) in machines { Output.line("  \(machine): \(pinned.id)") }
+                Output.line("enrolled computers' keys (confirmations and usage summaries):")
+                for entry in machines { Output.line("  \(entry.machine): \(entry.key?.id ?? "?")") }
             }
         }
     }
@@ -100,8 +102,8 @@ struct KeyCommand: ParsableCommand {
                 FILE is a public key as curfew key export writes it (one line of base64), or - for \
                 standard input. Prints the key's id. With --machine ID it is instead the key computer ID \
                 signs its confirmations and usage summaries with (curfew key export --machine on that \
-                computer): this computer pins the first key it sees for each computer in the shared \
-                directory and refuses another one until a parent trusts it this way.
+                computer): it is enrolled with this computer's parent key, as curfew sync enrol ID --key \
+                FILE --yes does.
                 """)
         @OptionGroup var location: LocationOptions
         @Argument(help: "The public key file, or - for standard input.") var file: String
@@ -126,13 +128,16 @@ struct KeyCommand: ParsableCommand {
                 guard MachineID.isValid(machine) else {
                     throw CLIError("machine id must be 1 to 64 letters, digits, - or _, got \(quoted(machine))", .invalidArguments)
                 }
-                let pins = MachineKeyPins(stateDirectory: workspace.stateDirectory)
-                let previous = pins.pinned(machine)
+                let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+                let previous = workspace.shared.roster().entries[machine]?.key
                 guard previous != key else {
-                    Output.line("key \(key.id) is already the key of computer \(machine)")
+                    Output.line("key \(key.id) is already the enrolled key of computer \(machine)")
                     return
                 }
-                try translatingErrors { try pins.pin(machine, key: key) }
+                let host = workspace.shared.announcement(machine)?.0.host ?? machine
+                let enrolment = MachineEnrolment(
+                    machine: machine, host: host, publicKey: key.base64, keyId: key.id, author: parent.id, time: Workspace.now())
+                try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
                 Output.line("computer \(machine) now signs with key \(key.id)\(previous.map { " (was \($0.id))" } ?? "")")
                 return
             }

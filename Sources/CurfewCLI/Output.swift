@@ -26,6 +26,20 @@ enum Output {
         print(text)
     }
 
+    /// A line on stdout at once, unbuffered: for commands that wait after saying something (a pipe
+    /// would otherwise hold the pairing code back until the command ends).
+    static func lineNow(_ text: String) {
+        fflush(nil)
+        var bytes = Array((text + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return }
+            offset += count
+        }
+    }
+
     static func warning(_ text: String) {
         writeError("curfew: warning: \(text)\n")
     }

@@ -50,9 +50,8 @@ final class Workspace {
 
     init(_ options: LocationOptions) {
         stateDirectory = options.resolvedStateDirectory
-        shared = SharedDirectory(
-            path: options.resolvedSharedDirectory, pins: MachineKeyPins(stateDirectory: stateDirectory))
         keyRing = KeyRing(stateDirectory: stateDirectory)
+        shared = SharedDirectory(path: options.resolvedSharedDirectory, trust: keyRing)
     }
 
     var databasePath: String { "\(stateDirectory)/\(Workspace.databaseName)" }

@@ -61,8 +61,8 @@ public struct ConfirmationStore: Sendable {
         return isRegular && identity.size > 0
     }
 
-    /// Reads `path` strictly and verifies it with the key `machine` published in `machines/`.
-    public static func read(path: String, machine: String, record: String, shared: SharedDirectory)
+    /// Reads `path` strictly and verifies it with `key`, the machine's enrolled key (`MachineRoster`).
+    public static func read(path: String, machine: String, record: String, key machineKey: Result<PublicKey, RecordError>)
         -> Result<Confirmation, RecordError>
     {
         let bytes: [UInt8]
@@ -76,8 +76,8 @@ public struct ConfirmationStore: Sendable {
             return .failure(RecordError("confirmation names another machine or record than its path"))
         }
         let key: PublicKey
-        switch shared.machineKey(machine) {
-        case .success(let (_, machineKey)): key = machineKey
+        switch machineKey {
+        case .success(let enrolled): key = enrolled
         case .failure(let error): return .failure(error)
         }
         guard key.id == confirmation.key, key.verifies(signature, of: confirmation) else {

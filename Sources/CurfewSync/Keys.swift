@@ -237,3 +237,14 @@ extension KeyRing {
         return revocations
     }
 }
+
+/// A key as people compare it between two screens: the first 16 bytes of the SHA-256 of the raw
+/// public key, in 8 groups of 4 hex digits.
+public enum KeyFingerprint {
+    public static func text(of key: PublicKey) -> String {
+        let hex = sha256Hex(Array(key.rawRepresentation))
+        return stride(from: 0, to: 32, by: 4).map { offset in
+            String(hex.dropFirst(offset).prefix(4))
+        }.joined(separator: " ")
+    }
+}

@@ -152,25 +152,10 @@ extension SharedDirectory {
         return true
     }
 
-    /// The computer announced as `machine`, with its public key.
-    public func machine(_ id: String) -> (MachineAnnouncement, PublicKey)? { try? machineKey(id).get() }
+    /// The key `machine`'s files verify with (its enrolled key), or why there is none.
+    public func machineKey(_ id: String) -> Result<PublicKey, RecordError> { roster().key(of: id) }
 
-    /// The computer announced as `machine`, with the key to verify its files with (checked against
-    /// the pinned key, when this directory was opened with `pins`), or why there is none.
-    public func machineKey(_ id: String) -> Result<(MachineAnnouncement, PublicKey), RecordError> {
-        guard let (announcement, key) = announcement(id) else {
-            return .failure(RecordError("machine \(id) has not published a valid key in machines/"))
-        }
-        return verifiedKey(of: id, announced: key).map { (announcement, $0) }
-    }
-
-    /// The key `machine` announced, checked against the pinned one when this directory was opened with
-    /// `pins` (and pinned at first sight).
-    public func verifiedKey(of machine: String, announced key: PublicKey) -> Result<PublicKey, RecordError> {
-        pins?.key(for: machine, announced: key) ?? .success(key)
-    }
-
-    /// `machines/<id>.json` when it is well formed, with the key it announces (not checked against a pin).
+    /// `machines/<id>.json` when it is well formed, with the key it announces (a claim: see `MachineRoster`).
     public func announcement(_ id: String) -> (MachineAnnouncement, PublicKey)? {
         guard MachineID.isValid(id),
             let bytes = try? Files.readRegularFile("\(machinesPath)/\(id).json", maxBytes: 4096),
@@ -183,26 +168,42 @@ extension SharedDirectory {
     /// What one computer said about one record, checked.
     public struct ConfirmationReading: Sendable, Equatable {
         public var machine: String
-        /// The confirmation when it parsed and its signature verifies with the machine's published key.
+        /// The confirmation when it parsed and its signature verifies with the machine's enrolled key.
         public var confirmation: Confirmation?
         /// Why it could not be used, otherwise.
         public var problem: String?
-        /// The confirmation file's modification time, nanoseconds since the epoch.
+        /// The confirmation file's modification time, nanoseconds since the epoch (set by whoever wrote
+        /// it last: a sync tool copies the other computer's).
         public var writtenNanoseconds: Int64?
+        /// The key id and host the file names, whether or not it verifies (to spot two computers
+        /// writing under one machine id).
+        public var claimedKey: String?
+        public var claimedHost: String?
     }
 
-    /// Every computer's confirmation of `recordId`, each verified with the key that computer
-    /// published in `machines/`. Computers that have not confirmed it are left out.
-    public func confirmations(for recordId: String) -> [ConfirmationReading] {
+    /// Every computer's confirmation of `recordId`, each verified with that computer's enrolled key
+    /// (from `roster`, else this directory's roster). Computers that have not confirmed it are left out.
+    public func confirmations(for recordId: String, roster: MachineRoster? = nil) -> [ConfirmationReading] {
         guard RecordFormat.isRecordID(recordId), let machines = try? Files.list(confirmationsPath) else { return [] }
+        let roster = roster ?? self.roster(only: Set(machines))
         var readings: [ConfirmationReading] = []
         for machine in machines.sorted() where MachineID.isValid(machine) {
             let path = "\(confirmationsPath(of: machine))/\(recordId)"
             guard let (identity, _) = try? Files.identity(path) else { continue }
             var reading = ConfirmationReading(machine: machine, writtenNanoseconds: identity.mtimeNanoseconds)
-            switch ConfirmationStore.read(path: path, machine: machine, record: recordId, shared: self) {
-            case .success(let confirmation): reading.confirmation = confirmation
-            case .failure(let error): reading.problem = error.reason
+            switch ConfirmationStore.read(path: path, machine: machine, record: recordId, key: roster.key(of: machine)) {
+            case .success(let confirmation):
+                reading.confirmation = confirmation
+                reading.claimedKey = confirmation.key
+                reading.claimedHost = confirmation.host
+            case .failure(let error):
+                reading.problem = error.reason
+                if let bytes = try? Files.readRegularFile(path, maxBytes: ConfirmationFormat.maxBytes),
+                    let (claimed, _) = try? Confirmation.parse(bytes)
+                {
+                    reading.claimedKey = claimed.key
+                    reading.claimedHost = claimed.host
+                }
             }
             readings.append(reading)
         }

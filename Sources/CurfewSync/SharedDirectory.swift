@@ -6,12 +6,13 @@ import Synchronization
 /// policy records and grants of extra time, `confirmations/<machine-id>/` what each computer applied.
 public struct SharedDirectory: Sendable {
     public let path: String
-    /// The machine keys this computer pinned; without them every announced key is believed.
-    public let pins: MachineKeyPins?
+    /// The key ring whose trusted parent keys may enrol computers (`MachineRoster`); without one no
+    /// computer is enrolled, so no confirmation or usage summary is believed.
+    public let trust: KeyRing?
 
-    public init(path: String, pins: MachineKeyPins? = nil) {
+    public init(path: String, trust: KeyRing? = nil) {
         self.path = path
-        self.pins = pins
+        self.trust = trust
     }
 
     public var recordsPath: String { "\(path)/records" }

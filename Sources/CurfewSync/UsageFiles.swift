@@ -22,11 +22,14 @@ extension SharedDirectory {
     }
 
     /// Every computer's summaries of `user` for the days from `from` through `to`, each checked: strict
-    /// format, the computer, user and day of its path, and the signature of the key that computer
-    /// announced in `machines/` (the pinned key, when there is one). `excluding` leaves out one
-    /// computer (this one: its own figures are in its database).
-    public func usageReadings(user: String, from: LocalDate, through to: LocalDate, excluding: String? = nil) -> [UsageReading] {
+    /// format, the computer, user and day of its path, and the signature of that computer's enrolled
+    /// key (`MachineRoster`: a computer no parent enrolled counts for nothing). `excluding` leaves out
+    /// one computer (this one: its own figures are in its database).
+    public func usageReadings(
+        user: String, from: LocalDate, through to: LocalDate, excluding: String? = nil, roster: MachineRoster? = nil
+    ) -> [UsageReading] {
         guard let machines = try? Files.list(usagePath) else { return [] }
+        let roster = roster ?? self.roster(only: Set(machines.filter { MachineID.isValid($0) && $0 != excluding }))
         var readings: [UsageReading] = []
         for machine in machines.sorted() where MachineID.isValid(machine) && machine != excluding {
             let directory = usageDirectory(machine: machine, user: user)
@@ -34,7 +37,7 @@ extension SharedDirectory {
             var key: Result<PublicKey, RecordError>?
             for name in names.sorted() where name.utf8.count == 15 && name.hasSuffix(".json") {
                 guard let day = try? LocalDate.parse(String(name.dropLast(5))), day >= from, day <= to else { continue }
-                if key == nil { key = machineKey(machine).map(\.1) }
+                if key == nil { key = roster.key(of: machine) }
                 var reading = UsageReading(machine: machine, day: day)
                 switch Self.readUsage(path: "\(directory)/\(name)", machine: machine, user: user, day: day, key: key!) {
                 case .success(let summary): reading.summary = summary

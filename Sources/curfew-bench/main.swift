@@ -1,12 +1,13 @@
 // Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
 // tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
-// confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage) and
+// confirmation, catching up after a start) and syncthing (SyncthingBench.swift: one change through two real
+// Syncthing instances and back) and reports (ReportBench.swift: a year of 5 children's usage) and
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
 // idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and network
 // (NetworkBench.swift: the network lockout's latency and the cost of its rules).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [network]   (no argument: all;
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
 // section's windows, 30 s by default; CURFEW_BENCH_NETWORK_ROUNDS the network section's rounds, 20 at most and by default)
@@ -16,10 +17,10 @@ import Foundation
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle", "network"]
+let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle", "network"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [network]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -50,6 +51,11 @@ do {
         try runSyncBenchmarks(
             root: root, changes: environment["CURFEW_BENCH_SYNC_CHANGES"].flatMap { Int($0) } ?? 200,
             catchUp: environment["CURFEW_BENCH_SYNC_RECORDS"].flatMap { Int($0) } ?? 10_000)
+    }
+    if sections.contains("syncthing") {
+        if sections.count > 1 { print("") }
+        try runSyncthingBenchmarks(
+            root: root, changes: ProcessInfo.processInfo.environment["CURFEW_BENCH_SYNCTHING_CHANGES"].flatMap { Int($0) } ?? 20)
     }
     if sections.contains("reports") {
         if sections.count > 1 { print("") }

@@ -24,9 +24,10 @@ import Testing
         init() throws {
             root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-agent-confirm-\(UUID().uuidString)").path
             state = "\(root)/state"
-            shared = SharedDirectory(path: "\(root)/shared")
-            try shared.create()
             let ring = KeyRing(stateDirectory: state)
+            // The agent's state directory holds the parent key: it enrols itself with it.
+            shared = SharedDirectory(path: "\(root)/shared", trust: ring)
+            try shared.create()
             key = try ring.createSigningKeyIfMissing().key
             try ring.trust(key.publicKey)
         }
@@ -97,8 +98,8 @@ import Testing
 
         let agent = try fixture.agent()
         #expect(agent.state.version(of: "synckid") == 2)
-        let machine = try #require(fixture.shared.machine(fixture.machineID))
-        #expect(machine.1.id == agent.machine.key.id)
+        let machine = try #require(fixture.shared.roster().entries[fixture.machineID])
+        #expect(machine.isEnrolled && machine.key?.id == agent.machine.key.id)
 
         let applied = try #require(fixture.confirmation(second))
         #expect(applied.outcome == .applied && applied.reason == nil && applied.enforcedVersion == 2)

@@ -373,7 +373,7 @@ struct SplitMix64 {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let trusted = try #require(trustedKey)
         #expect(older.count == 2)
-        let shared = SharedDirectory(path: "\(root)/state/shared")
+        let shared = SharedDirectory(path: "\(root)/state/shared", trust: KeyRing(stateDirectory: "\(root)/state"))
         let records = shared.recordsPath
         let machineID = agent.machine.id
         let confirmationsDirectory = shared.confirmationsPath(of: machineID)
@@ -592,7 +592,7 @@ struct SplitMix64 {
         })
         defer { try? FileManager.default.removeItem(atPath: root) }
         _ = try #require(trustedKey)
-        let shared = SharedDirectory(path: "\(root)/state/shared")
+        let shared = SharedDirectory(path: "\(root)/state/shared", trust: KeyRing(stateDirectory: "\(root)/state"))
         try agent.reloadPolicies()
         let before = agent.state.adjustments
         #expect(before[Self.user]?.values.first?.extraMinutes == 30)

@@ -15,9 +15,18 @@ import Testing
 
     func setUp() throws -> (root: String, shared: SharedDirectory, state: String) {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-confirm-\(UUID().uuidString)").path
-        let shared = SharedDirectory(path: "\(root)/shared")
+        let reader = KeyRing(stateDirectory: "\(root)/reader")
+        try reader.trust(try reader.createSigningKeyIfMissing().key.publicKey)
+        let shared = SharedDirectory(path: "\(root)/shared", trust: reader)
         try shared.create()
         return (root, shared, "\(root)/state")
+    }
+
+    /// Announces `machine` and enrols it with the reader's parent key.
+    func enrol(_ machine: MachineIdentity, in shared: SharedDirectory) throws {
+        try shared.publish(machine.announcement)
+        let parent = try #require(shared.trust).loadSigningKey()
+        try shared.publish(MachineEnrolment(machine.announcement, author: parent.id, time: 1_790_000_000), signedBy: parent)
     }
 
     @Test func writtenConfirmationsVerifyWithThePublishedMachineKey() throws {
@@ -29,6 +38,7 @@ import Testing
         #expect(stat("\(state)/keys/machine.key", &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(try shared.publish(machine.announcement))
         #expect(try !shared.publish(machine.announcement), "unchanged: not rewritten")
+        try enrol(machine, in: shared)
         let store = ConfirmationStore(shared: shared, machine: machine)
         let (written, failure) = store.write([confirmation(machine)])
         #expect(written == [Self.record] && failure == nil)
@@ -47,7 +57,7 @@ import Testing
         let (root, shared, state) = try setUp()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let machine = try MachineIdentity.load(stateDirectory: state, override: "pc-two")
-        try shared.publish(machine.announcement)
+        try enrol(machine, in: shared)
         let store = ConfirmationStore(shared: shared, machine: machine)
         try Files.makeDirectories(store.directory, mode: 0o755)
         // The same payload signed under the record domain.

@@ -13,27 +13,35 @@ import Testing
             buckets: [.init(hour: 9, app: "", milliseconds: screen)], time: time)
     }
 
-    @Test func summariesVerifyWithTheComputersPinnedKeyAndNothingElse() throws {
+    @Test func summariesVerifyWithTheComputersEnrolledKeyAndNothingElse() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-usage-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let den = try MachineIdentity.load(stateDirectory: "\(root)/den", override: "den-pc")
         let kids = try MachineIdentity.load(stateDirectory: "\(root)/kids", override: "kids-pc")
-        let pins = MachineKeyPins(stateDirectory: "\(root)/reader")
-        let shared = SharedDirectory(path: "\(root)/shared", pins: pins)
+        let reader = KeyRing(stateDirectory: "\(root)/reader")
+        let (parent, _) = try reader.createSigningKeyIfMissing()
+        try reader.trust(parent.publicKey)
+        let shared = SharedDirectory(path: "\(root)/shared", trust: reader)
         try shared.create()
         try shared.publish(den.announcement)
         try shared.publish(kids.announcement)
         try shared.publish(summary(den, screen: 60_000), as: den)
         try shared.publish(summary(kids, screen: 30_000), as: kids)
 
+        // Announced but not enrolled: nothing is believed.
         var readings = shared.usageReadings(user: "kid", from: Self.day, through: Self.day)
+        #expect(readings.map(\.summary) == [nil, nil])
+        #expect(readings.map(\.problem) == [MachineRoster.notEnrolled, MachineRoster.notEnrolled])
+
+        for machine in [den, kids] {
+            try shared.publish(MachineEnrolment(machine.announcement, author: parent.id, time: 1_795_000_000), signedBy: parent)
+        }
+        readings = shared.usageReadings(user: "kid", from: Self.day, through: Self.day)
         #expect(readings.map(\.machine) == ["den-pc", "kids-pc"])
         #expect(readings.map { $0.summary?.screenMilliseconds } == [60_000, 30_000])
         #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day, excluding: "kids-pc").map(\.machine) == ["den-pc"])
         #expect(shared.usageReadings(user: "kid", from: Self.day.adding(days: 1), through: Self.day.adding(days: 9)).isEmpty)
         #expect(shared.usageReadings(user: "teen", from: Self.day, through: Self.day).isEmpty)
-        // First sight pinned both keys.
-        #expect(pins.pinned("den-pc") == den.key.publicKey && pins.pinned("kids-pc") == kids.key.publicKey)
 
         // Someone with write access replaces den-pc's announcement and summary with a key of their own.
         let impostor = MachineIdentity(id: "den-pc", host: "den", key: SigningKey())
@@ -41,13 +49,14 @@ import Testing
         try shared.publish(summary(impostor, screen: 1_000, time: 1_795_000_600), as: impostor)
         readings = shared.usageReadings(user: "kid", from: Self.day, through: Self.day)
         #expect(readings[0].summary == nil)
+        #expect(readings[0].problem == "signature does not verify with the key of machine den-pc")
         #expect(
-            readings[0].problem
-                == "machine den-pc now announces key \(impostor.key.id), not the key \(den.key.id) first seen here (curfew key trust --machine den-pc FILE trusts a new key)")
-        // A reader without pins would have believed it: the pins are what refuse it.
-        #expect(SharedDirectory(path: shared.path).usageReadings(user: "kid", from: Self.day, through: Self.day)[0].summary != nil)
-        // A parent who trusts the new key explicitly makes it the one.
-        try pins.pin("den-pc", key: impostor.key.publicKey)
+            shared.roster().entries["den-pc"]?.problem
+                == "announces key \(impostor.key.id), but key \(den.key.id) is the one enrolled (a reinstalled computer is enrolled again with curfew sync enrol den-pc)")
+        // A reader without a key ring believes no computer at all.
+        #expect(SharedDirectory(path: shared.path).usageReadings(user: "kid", from: Self.day, through: Self.day).allSatisfy { $0.summary == nil })
+        // A parent who enrols the new key makes it the one.
+        try shared.publish(MachineEnrolment(impostor.announcement, author: parent.id, time: 1_795_000_700), signedBy: parent)
         #expect(shared.usageReadings(user: "kid", from: Self.day, through: Self.day)[0].summary?.screenMilliseconds == 1_000)
 
         // A summary under another computer's or day's path, or signed by another key, is not believed.

@@ -323,11 +323,13 @@ struct HostileChildTests {
         chmod(family.parent.root.path, 0o755)
         let programs = try hostilePrograms(in: family.parent.root.appendingPathComponent("hostile"))
         func start(_ index: Int) throws -> AgentProcess {
-            try AgentProcess(
+            let agent = try AgentProcess(
                 family.agents[index].runner,
                 arguments: [
                     "--shared-dir", family.shared, "--machine-id", family.agents[index].id, "--rescan", "1", "--usage-interval", "1",
                 ])
+            try family.enrol(index)
+            return agent
         }
         let a = try start(0)
         defer { a.killHard() }

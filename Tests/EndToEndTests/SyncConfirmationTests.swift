@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewSync
 import Foundation
 import Testing
 
@@ -33,9 +34,21 @@ import Testing
         }
 
         func start(_ index: Int, launcher: [String] = []) throws -> AgentProcess {
-            try AgentProcess(
+            let agent = try AgentProcess(
                 agents[index].runner, arguments: ["--shared-dir", shared, "--machine-id", agents[index].id, "--rescan", "1"],
                 launcher: launcher)
+            try enrol(index)
+            return agent
+        }
+
+        /// The agents hold no parent key, so they cannot enrol themselves: once an agent has announced
+        /// itself, the parent enrols it (the key it announced) unless it is enrolled already.
+        func enrol(_ index: Int) throws {
+            let id = agents[index].id
+            guard !FileManager.default.fileExists(atPath: "\(shared)/enrolments/\(id).json") else { return }
+            try waitUntil(seconds: 10, "\(id) announced") { FileManager.default.fileExists(atPath: "\(shared)/machines/\(id).json") }
+            let enrolled = try parent.ok(["sync", "enrol", id, "--yes", "--shared-dir", shared])
+            #expect(enrolled.stdout.contains("enrolled computer \(id) with parent key "), "\(enrolled)")
         }
 
         func records() -> Set<String> {
@@ -150,6 +163,98 @@ import Testing
         agents[2] = try family.start(2)
         let after = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
         #expect(after.contains("pc-c"), "\(after)")
+    }
+
+    /// The default wait covers the local Syncthing's watcher delay on folder `curfew` (read from its
+    /// config.xml) on the way out and back: twice the delay plus 3 s, never under 5 s.
+    @Test func theDefaultWaitCoversSyncthingsWatcherDelay() throws {
+        let family = try Family()
+        defer { family.cleanUp() }
+        let agent = try family.start(0)
+        #expect(agent.stop() == 0)
+        let home = family.parent.root.appendingPathComponent("syncthing").path
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        func configure(delay: Int) throws {
+            try """
+                <configuration version="36">
+                    <folder id="curfew" path="\(family.shared)" type="sendreceive" rescanIntervalS="3600" fsWatcherEnabled="true" fsWatcherDelayS="\(delay)" ignorePerms="false"></folder>
+                    <gui enabled="true" tls="false"><address>127.0.0.1:1</address><apikey>k</apikey></gui>
+                </configuration>
+                """.write(toFile: "\(home)/config.xml", atomically: true, encoding: .utf8)
+        }
+        try configure(delay: 2)
+        let started = Date()
+        let slow = try family.parent.run(
+            ["limit", "synckid", "1h", "--shared-dir", family.shared], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(slow.status == 75, "\(slow)")
+        #expect(slow.stderr.hasPrefix("curfew: not confirmed within 7 s by "), "\(slow)")
+        #expect(Date().timeIntervalSince(started) >= 7)
+        try configure(delay: 1)
+        let quick = try family.parent.run(
+            ["limit", "synckid", "2h", "--shared-dir", family.shared], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(quick.stderr.hasPrefix("curfew: not confirmed within 5 s by "), "\(quick)")
+        // --wait still wins.
+        let asked = try family.parent.run(
+            ["limit", "synckid", "3h", "--shared-dir", family.shared, "--wait", "1"], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(asked.stderr.hasPrefix("curfew: not confirmed within 1 s by "), "\(asked)")
+    }
+
+    /// `sync status` warns about two computers under one machine id, a synced folder a child could
+    /// reach, and a Syncthing delay longer than the usual wait; `sync prune` asks, then removes.
+    @Test func syncStatusWarnsAndPruneRemovesWhatItShowed() throws {
+        let family = try Family()
+        defer { family.cleanUp() }
+        let agent = try family.start(0)
+        let record = try family.change(["limit", "synckid", "1h"])
+        try waitUntil(seconds: 5, "pc-a's confirmation") { family.confirmation("pc-a", record)?.outcome == .applied }
+        #expect(agent.stop() == 0)
+        // A clone: another computer with pc-a's machine id answers the first record with its own key.
+        let clone = MachineIdentity(id: "pc-a", host: "clone", key: SigningKey())
+        let first = try #require(family.records().subtracting([record]).first)
+        try ConfirmationStore(shared: SharedDirectory(path: family.shared), machine: clone).write([
+            CurfewCore.Confirmation(
+                machine: "pc-a", host: "clone", key: clone.key.id, record: first, user: "synckid", outcome: .superseded,
+                reason: "x", enforcedVersion: 2, time: 1_795_000_000)
+        ]).failure.map { throw $0 }
+        // The parent's shared directory is a link to a folder with a loose mode, synced with a 10 s delay.
+        let home = family.parent.root.appendingPathComponent("syncthing").path
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        try """
+            <configuration version="36">
+                <folder id="curfew" path="\(family.shared)" type="sendreceive" rescanIntervalS="3600" fsWatcherEnabled="true" fsWatcherDelayS="10" ignorePerms="false"></folder>
+                <gui enabled="true" tls="false"><address>127.0.0.1:1</address><apikey>k</apikey></gui>
+            </configuration>
+            """.write(toFile: "\(home)/config.xml", atomically: true, encoding: .utf8)
+        chmod(family.shared, 0o755)
+        let status = try family.parent.run(["sync", "status", "--shared-dir", family.shared], environment: ["CURFEW_SYNCTHING_HOME": home])
+        #expect(status.status == 0, "\(status)")
+        let agentKey = try #require(SharedDirectory(path: family.shared).announcement("pc-a")?.1.id)
+        #expect(
+            status.stderr.contains(
+                "curfew: warning: two computers write as machine id pc-a (confirmations signed by keys \([agentKey, clone.key.id].sorted().joined(separator: ", "))): a clone?"),
+            "\(status)")
+        #expect(
+            status.stderr.contains(
+                "curfew: warning: the shared folder \(family.shared) has mode 0755, not 0700 (Syncthing does not sync the folder's mode: chmod 0700 \(family.shared))\n"),
+            "\(status)")
+        #expect(
+            status.stderr.contains(
+                "curfew: warning: Syncthing's watcher delay on folder curfew is 10 s, longer than a 5 s wait allows: editing commands wait 23 s by default (curfew sync setup --syncthing sets 1 s)\n"),
+            "\(status)")
+
+        // Prune: the confirmation of a deleted record, a day old, goes; asked first.
+        try FileManager.default.removeItem(atPath: "\(family.shared)/records/\(first)")
+        let stale = "\(family.shared)/confirmations/pc-a/\(first)"
+        var times = [timespec(tv_sec: time(nil) - 2 * 86400, tv_nsec: 0), timespec(tv_sec: time(nil) - 2 * 86400, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, stale, &times, 0) == 0)
+        let refused = try family.parent.run(["sync", "prune", "--shared-dir", family.shared], stdin: "n\n")
+        #expect(refused.status == 1 && refused.stderr.contains("not confirmed; nothing removed"), "\(refused)")
+        #expect(refused.stdout == "\(stale): confirms record \(first.prefix(12)), which is no longer in records/\n", "\(refused)")
+        #expect(FileManager.default.fileExists(atPath: stale))
+        let pruned = try family.parent.run(["sync", "prune", "--yes", "--shared-dir", family.shared])
+        #expect(pruned.status == 0 && pruned.stdout.hasSuffix("removed 1 of 1 files\n"), "\(pruned)")
+        #expect(!FileManager.default.fileExists(atPath: stale) && family.confirmation("pc-a", record) != nil)
+        #expect(try family.parent.ok(["sync", "prune", "--shared-dir", family.shared]).stdout == "nothing to prune in \(family.shared)\n")
     }
 
     /// The agent runs in a mount namespace of its own, where the test turns `confirmations/` into a

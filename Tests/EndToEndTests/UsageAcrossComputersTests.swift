@@ -16,11 +16,13 @@ struct UsageAcrossComputersTests {
     static let account = "curfewshare"
 
     func start(_ family: SyncConfirmationTests.Family, _ index: Int) throws -> AgentProcess {
-        try AgentProcess(
+        let agent = try AgentProcess(
             family.agents[index].runner,
             arguments: [
                 "--shared-dir", family.shared, "--machine-id", family.agents[index].id, "--rescan", "1", "--usage-interval", "1",
             ])
+        try family.enrol(index)
+        return agent
     }
 
     func statusOf(_ agent: AgentProcess, _ family: SyncConfirmationTests.Family) throws -> [String: Any] {
@@ -111,7 +113,7 @@ struct UsageAcrossComputersTests {
 
     /// Another computer's day fills the limit: this computer refuses logins and says so, with the
     /// figures of the computer that used the time. The other computer is played by the test with
-    /// that computer's real machine key (it announced itself, so its key is pinned here).
+    /// that computer's real machine key (it announced itself and the parent enrolled it).
     @Test func anotherComputersTimeUsesUpTheLimitHere() throws {
         let (account, family) = try setUp(limit: "15m")
         defer { family.cleanUp() }
@@ -178,4 +180,60 @@ struct UsageAcrossComputersTests {
         #expect(try report(["--all-computers"])["screenSeconds"] as? Int ?? 0 >= ownScreen + 900)
         #expect(a.stop() == 0, "\(a.log)")
     }
+
+    /// Anyone who can write to the shared folder can announce a computer, sign its usage summaries and
+    /// confirmations with a key of their own, and sign its enrolment with that key too. None of it is
+    /// believed: the edit does not wait for it, its usage counts nowhere, and `sync status` says
+    /// "not enrolled".
+    @Test func aFakeComputersAnnouncementAndUsageSummaryAreIgnored() throws {
+        let (account, family) = try setUp(limit: "8h")
+        defer { family.cleanUp() }
+        let a = try start(family, 0)
+        defer { a.killHard() }
+        let fake = MachineIdentity(id: "pc-fake", host: "fake-pc", key: SigningKey())
+        let shared = SharedDirectory(path: family.shared)
+        try shared.publish(fake.announcement)
+        try shared.publish(MachineEnrolment(fake.announcement, author: fake.key.id, time: Int64(Date().timeIntervalSince1970)), signedBy: fake.key)
+        let day = today()
+        let spent = UsageSummary(
+            machine: "pc-fake", host: "fake-pc", key: fake.key.id, user: account.name, day: day,
+            buckets: [.init(hour: 9, app: "", milliseconds: 2 * 3_600_000)], time: Int64(Date().timeIntervalSince1970))
+        try shared.publish(spent, as: fake)
+
+        try waitUntil(seconds: 10, "the agent refuses the fake computer's summary") { a.log.contains("ignoring a usage summary") }
+        #expect(a.log.contains("machine=pc-fake") && a.log.contains("not enrolled: enrolled by key \(fake.key.id), which is not trusted here"), "\(a.log)")
+        #expect(try statusOf(a, family)["otherComputersSeconds"] as? Int == 0)
+
+        // The edit waits for pc-a alone (the default wait): the fake computer would never answer.
+        let edit = try family.parent.run(["limit", account.name, "7h", "--computers", "all", "--shared-dir", family.shared])
+        #expect(edit.status == 0, "\(edit)")
+        #expect(edit.stdout.contains(": applied v4 in ") && !edit.stdout.contains("fake-pc"), "\(edit)")
+
+        let sync = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
+        #expect(sync.contains("fake-pc (pc-fake): not enrolled: enrolled by key \(fake.key.id), which is not trusted here\n"), "\(sync)")
+        #expect(sync.contains("  its key: \(KeyFingerprint.text(of: fake.key.publicKey)); if this is one of your computers: curfew sync enrol pc-fake"))
+        #expect(!sync.contains("2h (written"), "\(sync)")
+        let json = try jsonArray(family.parent.ok(["sync", "status", "--json", "--shared-dir", family.shared]).stdout)
+        #expect(json.first { $0["machine"] as? String == "pc-fake" }?["enrolled"] as? Bool == false, "\(json)")
+        #expect(json.first { $0["machine"] as? String == "pc-a" }?["enrolled"] as? Bool == true, "\(json)")
+        // Neither the parent's report over every computer nor the child's status counts it.
+        let report = try jsonObject(
+            try family.parent.ok(["report", account.name, "--all-computers", "--format", "json", "--shared-dir", family.shared]).stdout)
+        #expect(((report["computers"] as? [[String: Any]]) ?? []).allSatisfy { $0["machine"] as? String != "pc-fake" }, "\(report)")
+        #expect(try statusOf(a, family)["otherComputersSeconds"] as? Int == 0)
+
+        // Once a parent enrols it, it counts: the test holds its key, so it is a computer of the family.
+        try family.parent.ok(["sync", "enrol", "pc-fake", "--yes", "--shared-dir", family.shared])
+        try waitUntil(seconds: 10, "the enrolled computer's 2 h counted") {
+            (try? statusOf(a, family))?["otherComputersSeconds"] as? Int == 7200
+        }
+        #expect(a.stop() == 0, "\(a.log)")
+    }
+}
+
+func jsonArray(_ text: String) throws -> [[String: Any]] {
+    guard let array = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] else {
+        throw TestFailure("not a JSON array of objects: \(text)")
+    }
+    return array
 }

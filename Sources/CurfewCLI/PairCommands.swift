@@ -1,0 +1,144 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `curfew pair` and `curfew join CODE`: two computers' parents trust each other's keys through the
+/// shared folder, bound by a code shown on the first screen and typed on the second (`PairingCode`).
+struct Pair: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Offer this computer's parent key to another computer of the shared folder.",
+        discussion: """
+            Prints a pairing code and this computer's parent key fingerprint, then waits for curfew join \\
+            CODE on the other computer. When it answers, both keys' fingerprints are shown; once you \\
+            confirm (or with --yes), the other computer's parent key is trusted here. Only a computer \\
+            that knows the code can answer: whoever else can write the folder cannot slip in a key.
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Option(name: .long, help: ArgumentHelp("Seconds to wait for the other computer (default 600).", valueName: "seconds"))
+    var timeout: Double = 600
+    @Flag(name: .long, help: "Trust the answering key without asking (after showing its fingerprint).") var yes = false
+
+    func validate() throws {
+        guard timeout > 0 && timeout <= 86400 else { throw ValidationError("timeout must be between 1 and 86400 seconds, got \(timeout)") }
+    }
+
+    func run() throws {
+        let workspace = Workspace(location)
+        try workspace.requireInitialised()
+        let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+        let code = SharedDirectory.newPairingCode()
+        let nonce = SharedDirectory.newNonce()
+        let now = Workspace.now()
+        let offer = PairingMessage(
+            kind: .offer, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
+            mac: SharedDirectory.pairingMAC(code: code, PairingCode.offerMessage(nonce: nonce, parentKey: parent.publicKey.base64)),
+            time: now, expires: now + Int64(timeout.rounded(.up)))
+        try translatingErrors { try workspace.shared.publish(offer, signedBy: parent) }
+        defer { workspace.shared.removePairing(nonce: nonce) }
+        Output.lineNow("pairing code: \(PairingCode.display(code))")
+        Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
+        Output.lineNow("on the other computer, once the folder has synced: curfew join \(PairingCode.display(code))")
+        let deadline = Date().addingTimeInterval(timeout)
+        var answer: (PairingMessage, PublicKey)?
+        while answer == nil && Date() < deadline {
+            answer = workspace.shared.pairingAnswer(nonce: nonce, code: code, offerKey: parent.publicKey.base64)
+            if answer == nil { usleep(200_000) }
+        }
+        guard let (message, key) = answer else {
+            throw CLIError("no computer joined within \(String(format: "%g", timeout)) s; nothing trusted (the offer is withdrawn)", .notConfirmed)
+        }
+        Output.lineNow(
+            "\(UntrustedText.terminal(message.host)) answered with parent key \(key.id), fingerprint \(KeyFingerprint.text(of: key))")
+        Output.lineNow("check that the other screen shows the same two fingerprints")
+        try trustPairedKey(key, host: message.host, workspace: workspace, own: parent, yes: yes)
+    }
+}
+
+struct Join: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Answer another computer's curfew pair with its code: the parents' keys are exchanged.",
+        discussion: """
+            Waits until the offer of CODE has reached the shared folder, shows both parent keys' \\
+            fingerprints, and once you confirm (or with --yes) trusts the other computer's parent key \\
+            and answers with this computer's; the other computer trusts it once its parent confirms there.
+            """)
+
+    @OptionGroup var location: LocationOptions
+    @Argument(help: "The pairing code curfew pair printed on the other computer.") var code: String
+    @Option(name: .long, help: ArgumentHelp("Seconds to wait for the offer to sync (default 120).", valueName: "seconds"))
+    var timeout: Double = 120
+    @Flag(name: .long, help: "Trust the offered key without asking (after showing its fingerprint).") var yes = false
+
+    func validate() throws {
+        guard timeout >= 0 && timeout <= 86400 else { throw ValidationError("timeout must be between 0 and 86400 seconds, got \(timeout)") }
+    }
+
+    func run() throws {
+        guard let code = PairingCode.normalize(code) else {
+            throw CLIError(
+                "pairing code must be \(PairingCode.length) letters and digits as curfew pair prints it (like 7KQM-4TXC-9PRD), got \(quoted(self.code))",
+                .invalidArguments)
+        }
+        let workspace = Workspace(location)
+        try workspace.requireInitialised()
+        let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+        let deadline = Date().addingTimeInterval(timeout)
+        var offer: (PairingMessage, PublicKey)?
+        while true {
+            offer = workspace.shared.pairingOffers(code: code, now: Workspace.now()).first
+            if offer != nil || Date() >= deadline { break }
+            usleep(200_000)
+        }
+        guard let (message, key) = offer else {
+            throw CLIError(
+                "no pairing offer for this code in \(workspace.shared.pairingPath) within \(String(format: "%g", timeout)) s (has the folder synced? did curfew pair stop waiting?)",
+                .unavailable)
+        }
+        guard key != parent.publicKey else {
+            throw CLIError("the offer of this code carries this computer's own parent key: run curfew join on the other computer", .invalidArguments)
+        }
+        Output.lineNow(
+            "\(UntrustedText.terminal(message.host)) offers parent key \(key.id), fingerprint \(KeyFingerprint.text(of: key))")
+        Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
+        Output.lineNow("check that the other screen shows the same two fingerprints")
+        try trustPairedKey(key, host: message.host, workspace: workspace, own: parent, yes: yes)
+        let answer = PairingMessage(
+            kind: .answer, nonce: message.nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
+            mac: SharedDirectory.pairingMAC(
+                code: code,
+                PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64)),
+            time: Workspace.now(), expires: message.expires)
+        try translatingErrors { try workspace.shared.publish(answer, signedBy: parent) }
+        // This computer counts on the other one as soon as its enrolment (by this parent key) arrives there.
+        let machine = try translatingErrors {
+            try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
+        }
+        _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
+        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
+            Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
+        }
+        Output.lineNow("answered; the other computer trusts this computer's parent key once its parent confirms there")
+    }
+}
+
+/// Asks (unless `yes`), then trusts `key`; refuses a revoked key.
+func trustPairedKey(_ key: PublicKey, host: String, workspace: Workspace, own: SigningKey, yes: Bool) throws {
+    if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[key.id] {
+        throw CLIError("key \(key.id) was revoked at \(utcTimestamp(revocation.time)) and cannot be trusted again", .notPermitted)
+    }
+    guard yes || Output.confirm("Trust parent key \(key.id) of \(UntrustedText.terminal(host))? Records it signs will be enforced here.") else {
+        throw CLIError("not confirmed; nothing trusted", .failure)
+    }
+    if try translatingErrors({ try workspace.keyRing.trustedKeys() })[key.id] != nil {
+        Output.lineNow("parent key \(key.id) was already trusted here")
+        return
+    }
+    try translatingErrors { try workspace.keyRing.trust(key) }
+    Output.lineNow("trusted parent key \(key.id) of \(UntrustedText.terminal(host))")
+}
