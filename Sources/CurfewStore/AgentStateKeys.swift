@@ -16,4 +16,7 @@ public enum AgentStateKeys {
     public static let newestVersionPrefix = "newest-version:"
     /// `<prefix><user>`: the version in force whose record is missing from the shared directory.
     public static let recordMissingPrefix = "record-missing:"
+    /// `<prefix><user>`: the user lingered (systemd) when a `logout` lockout turned it off; it is turned
+    /// on again when they are allowed again, after a restart of the agent too.
+    public static let lingerRestorePrefix = "linger-restore:"
 }
