@@ -19,6 +19,8 @@ struct HoldsState {
     var unitsRetryAt: Int64 = 0
     /// Whether the belt applies: logind and systemd on the system bus (not a test's private bus).
     var beltEnabled: Bool? = nil
+    /// Whether the drop-ins of sessions gone before this agent started were removed.
+    var dropInsSwept = false
 }
 
 extension Enforcer {
@@ -110,15 +112,19 @@ extension Enforcer {
     func forgetBelts(sessions: [LoginSession]?, managedUIDs: Set<UInt32>) {
         guard beltEnabled, let sessions else { return }
         let live = Set(sessions.compactMap { SystemdUnits.sessionScope(sessionID: $0.id) })
+        var ended = !holds.dropInsSwept
         for (unit, belt) in holds.belts {
             if !live.contains(unit) {
                 holds.belts[unit] = nil
+                ended = true
             } else if !managedUIDs.contains(belt.uid) && belt.deadline != nil {
                 if setBelt(unit: unit, deadline: nil, user: String(belt.uid)) { holds.belts[unit] = nil }
             }
         }
-        if holds.units?.usesDropIns == true, holds.belts.count < live.count + 64 {
-            holds.units?.removeDropIns(exceptFor: live)
+        // The drop-ins of sessions that ended (and, once, those a previous agent left) go.
+        if ended, let units = holds.units, units.usesDropIns {
+            units.removeDropIns(exceptFor: live)
+            holds.dropInsSwept = true
         }
     }
 

@@ -211,8 +211,11 @@ struct HoldsScenario {
         let left = try container.run(["pgrep", "-a", "-u", "kid"])
         #expect(left.status == 1, "nothing of kid comes back: \(left.stdout)\n\(diagnostics())")
         #expect(try events("user-killed") >= 1)
-        // Allowed again: linger is on again.
+        // Allowed again while the agent is stopped: the agent started again remembers linger was on.
+        try container.ok(["systemctl", "stop", unit])
         try curfew(["grant", "kid", "15m"])
+        #expect(try container.run(["test", "-e", "/var/lib/systemd/linger/kid"]).status != 0)
+        try startAgent()
         try waitUntil(seconds: 10, "linger on again") { (try? container.run(["test", "-e", "/var/lib/systemd/linger/kid"]))?.status == 0 }
         try container.ok(["systemctl", "stop", unit])
         try container.ok(["loginctl", "disable-linger", "kid"])
