@@ -55,7 +55,8 @@ extension Enforcer {
         guard agent.configuration.logindBusAddress == nil, agent.state.sessions != nil else { return }
         if holds.lingerRestore == nil {
             let stored = (try? agent.store.read { try AgentStateTable.all(prefix: AgentStateKeys.lingerRestorePrefix, $0) }) ?? [:]
-            holds.lingerRestore = Set(stored.keys.map { String($0.dropFirst(AgentStateKeys.lingerRestorePrefix.count)) })
+            // Keyed by the rest of the key: the user's name.
+            holds.lingerRestore = Set(stored.keys)
         }
         let restore = holds.lingerRestore ?? []
         if lockedOut {
