@@ -1,3 +1,4 @@
+import CurfewCore
 import CurfewLinux
 import CurfewStore
 import Foundation
@@ -23,6 +24,9 @@ public struct AgentConfiguration: Sendable {
     public var failOpen = false
     /// SIGTERM to SIGKILL when stopping an app.
     public var stopGraceMilliseconds: Int64 = 2_000
+    /// How long past a child's zero systemd ends their sessions on its own (`RuntimeMaxSec` of their
+    /// session scopes), should the agent not have.
+    public var beltGraceMilliseconds: Int64 = SessionBelt.defaultGraceSeconds * 1000
     /// Between ticks, how often processes are checked for apps to stop when polling.
     public var enforcementPollMilliseconds: Int64 = 100
     /// This computer's id in the shared directory; nil: /etc/machine-id, else one made once in the

@@ -44,6 +44,9 @@ final class Enforcer {
     /// How often the same action is asked again for a session that has not complied.
     static let repeatMilliseconds: Int64 = 2_000
 
+    /// Linger, leftovers and the belt (EnforcerHolds.swift).
+    var holds = HoldsState()
+
     /// Desktop notifications: one worker thread, one busctl at a time.
     let notifications: DesktopNotifications
     /// The `network` lockout's nftables table.
@@ -131,19 +134,34 @@ final class Enforcer {
                 }
             } else if blocked.removeValue(forKey: user) != nil {
                 terminateSince[account.uid] = nil
+                holds.userTerminatedAt[account.uid] = nil
                 agent.recordEvent(
                     AgentEvent(time: now, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
             }
 
-            switch plan.sessionAction {
+            // While an always-allowed app runs, its session is neither ended nor locked (the tracker
+            // stops everything else); the lockout completes when the last one exits.
+            let allowedApps = live?.running.filter { schedule.policy.rule(for: $0) == .allow } ?? []
+            let onlyAllowedApps = !allowedApps.isEmpty && allowedApps.count == live?.running.count
+            let action = allowedApps.isEmpty ? plan.sessionAction : .none
+            holdLinger(user: user, uid: account.uid, lockedOut: plan.sessionAction == .logout, now: now)
+            holdBelt(
+                user: user, uid: account.uid, sessions: userSessions, plan: plan, lockout: schedule.policy.lockout,
+                onlyAllowedApps: onlyAllowedApps || (plan.blocked && !allowedApps.isEmpty), monotonic: monotonic)
+            switch action {
             case .none:
                 terminateSince[account.uid] = nil
             case .logout:
-                endSessions(userSessions, uid: account.uid, user: user, monotonic: monotonic, now: now)
+                // Every session of the child, whatever its class (a `background` one from cron too).
+                let all = sessions?.filter { $0.uid == account.uid } ?? []
+                endSessions(all, uid: account.uid, user: user, monotonic: monotonic, now: now)
                 // Asked again every 2 s while sessions live, KillUser after 5 s.
-                if !userSessions.isEmpty { wake(within: 250) }
+                if !all.isEmpty { wake(within: 250) }
+                if sessions != nil && all.isEmpty {
+                    endLeftovers(user: user, uid: account.uid, live: live, monotonic: monotonic, now: now)
+                }
             case .lock:
-                lockSessions(userSessions, user: user, monotonic: monotonic, now: now)
+                lockSessions(userSessions, uid: account.uid, user: user, monotonic: monotonic, now: now)
                 if !userSessions.isEmpty { wake(within: 250) }
             }
         }
@@ -158,6 +176,7 @@ final class Enforcer {
             announceAnswers()
         }
         if requestsOutstanding { wake(within: max(10, lastAnswerCheck + 1_000 - monotonic)) }
+        forgetBelts(sessions: sessions, managedUIDs: Set(users.compactMap { accounts[$0]?.uid }))
         deliver(state.takeMessages())
     }
 
@@ -251,19 +270,33 @@ final class Enforcer {
         }
     }
 
-    /// LockSession for each unlocked session (again whenever it is unlocked while no time is left).
-    func lockSessions(_ sessions: [LoginSession], user: String, monotonic: Int64, now: Int64) {
-        for session in sessions where !session.lockedHint && due(session.id, monotonic) {
+    /// LockSession for each graphical session every 3 s while no time is left, whatever its
+    /// LockedHint says (the child can set it on their own session; locking a locked session is
+    /// harmless), recorded when the session said it was unlocked. A session with no screen to lock
+    /// (a text console, ssh) is ended instead.
+    func lockSessions(_ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64) {
+        let lockable = sessions.filter(\.canBeLocked)
+        for session in lockable where due(session.id, monotonic, every: Self.relockMilliseconds) {
             call("LockSession", user: user) { try $0.lockSession(session.id) }
+            guard !session.lockedHint else { continue }
             agent.recordEvent(
                 AgentEvent(
                     time: now, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
                     data: .object(JSONObject([("session", .string(session.id))]))))
         }
+        let unlockable = sessions.filter { !$0.canBeLocked }
+        if unlockable.isEmpty {
+            terminateSince[uid] = nil
+        } else {
+            endSessions(unlockable, uid: uid, user: user, monotonic: monotonic, now: now)
+        }
     }
 
-    func due(_ session: String, _ monotonic: Int64) -> Bool {
-        if let last = lastAction[session], monotonic - last < Self.repeatMilliseconds { return false }
+    /// How often LockSession is asked again of a session while no time is left.
+    static let relockMilliseconds: Int64 = 3_000
+
+    func due(_ session: String, _ monotonic: Int64, every interval: Int64 = repeatMilliseconds) -> Bool {
+        if let last = lastAction[session], monotonic - last < interval { return false }
         lastAction[session] = monotonic
         if lastAction.count > 256 { lastAction = lastAction.filter { monotonic - $0.value < 60_000 } }
         return true

@@ -70,6 +70,11 @@ public final class Tracker {
     /// Per user: the budget of `app-stopped` events (and log lines) their relaunches may cause, and
     /// the processes stopped past it, per app, not yet recorded.
     var stopRecords: [String: (budget: EventBudget, unrecorded: [String: Int])] = [:]
+    /// CPU readings of managed processes, while a session of their user claims to be idle or locked.
+    var cpuWindows: [ProcessRef: CPUWindow] = [:]
+    /// Sessions whose idle or locked claim was not believed, and the claim ("idle", "locked"): the
+    /// event is recorded once per claim.
+    var ignoredClaims: [String: String] = [:]
     /// 60 app-stopped events at once, then one a minute, per user: a child relaunching a blocked app
     /// in a loop adds at most about 120 events the first hour and 60 an hour after, each stop still
     /// counted (in the events' `unrecordedBefore` and in summary events).
@@ -514,9 +519,10 @@ public final class Tracker {
         for (user, policy) in policies {
             guard let account = accounts[user] else { continue }
             let apps = appsOf[account.uid] ?? []
-            let counts: Bool
+            var counts: Bool
             if let sessions {
                 counts = sessions.contains { $0.uid == account.uid && $0.counts }
+                if !counts { counts = weighClaims(of: sessions, user: user, uid: account.uid, policy: policy) }
             } else {
                 counts = !apps.isEmpty
             }
@@ -541,6 +547,7 @@ public final class Tracker {
         }
         observations = newObservations
         live = newLive
+        forgetSettledClaims(sessions: sessions)
         state.setLive(newLive)
     }
 
@@ -586,11 +593,10 @@ public final class Tracker {
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: running, catalog: catalog, now: now / 1000)
             var reasons = plan.stopApps
-            // Without logind there is no session to end or lock: the user's processes are stopped.
-            let logoutByStopping = plan.sessionAction != .none && state.sessions == nil
-            guard !reasons.isEmpty || logoutByStopping else { continue }
-            if logoutByStopping {
-                for app in Set(appOf.values) where reasons[app] == nil { reasons[app] = .lockout(plan.decision.state) }
+            let sweep = lockoutSweep(plan: plan, policy: schedule.policy, uid: account.uid, running: running)
+            guard !reasons.isEmpty || sweep != .none else { continue }
+            for app in Set(appOf.values) where reasons[app] == nil && sweep.stops(app, policy: schedule.policy) {
+                reasons[app] = .lockout(plan.decision.state)
             }
             for (app, reason) in reasons.sorted(by: { $0.key < $1.key }) {
                 let roots = mine.filter { appOf[$0.pid] == app }.map { ProcessRef(pid: $0.pid, startTime: $0.startTime) }

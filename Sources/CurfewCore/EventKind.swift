@@ -11,6 +11,9 @@ public struct EventKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let agentStarted = EventKind(rawValue: "agent-started")
     /// The agent stopped (SIGTERM).
     public static let agentStopped = EventKind(rawValue: "agent-stopped")
+    /// A session said it was idle or locked while an app that is not always allowed was busy: the
+    /// claim was not believed and time went on counting (once per claim).
+    public static let idleClaimIgnored = EventKind(rawValue: "idle-claim-ignored")
     /// A locked-out user may use the computer again.
     public static let allowedAgain = EventKind(rawValue: "allowed-again")
     /// A blocked or over-limit app was stopped.

@@ -19,4 +19,7 @@ public enum AgentStateKeys {
     /// `<prefix><user>`: the user's screen time since their last break (`BreakClock.persisted`), so a
     /// restart or a reboot does not end the stretch.
     public static let breakClockPrefix = "break-clock:"
+    /// `<prefix><user>`: the user lingered (systemd) when a `logout` lockout turned it off; it is turned
+    /// on again when they are allowed again, after a restart of the agent too.
+    public static let lingerRestorePrefix = "linger-restore:"
 }

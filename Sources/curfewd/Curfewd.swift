@@ -43,6 +43,11 @@ struct Curfewd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds between SIGTERM and SIGKILL when an app is stopped.", valueName: "seconds"))
     var stopGrace: Double = 2
 
+    @Option(help: ArgumentHelp(
+        "Seconds past a child's zero at which systemd ends their sessions if the agent has not (their scopes' RuntimeMaxSec; 1-3600).",
+        valueName: "seconds"))
+    var beltGrace: Double = 60
+
     @Option(help: ArgumentHelp("Where users' runtime directories with their session bus are.", valueName: "dir"))
     var userRuntimeRoot = "/run/user"
 
@@ -83,6 +88,9 @@ struct Curfewd: AsyncParsableCommand {
         guard tick >= 0.05 && tick <= 60 else { throw ValidationError("tick must be between 0.05 and 60 seconds, got \(tick)") }
         guard enforcementPoll >= 0.01 && enforcementPoll <= 60 else {
             throw ValidationError("enforcement poll must be between 0.01 and 60 seconds, got \(enforcementPoll)")
+        }
+        guard beltGrace >= 1 && beltGrace <= 3600 else {
+            throw ValidationError("belt grace must be between 1 and 3600 seconds, got \(beltGrace)")
         }
         guard stopGrace >= 0 && stopGrace <= 60 else {
             throw ValidationError("stop grace must be between 0 and 60 seconds, got \(stopGrace)")
@@ -142,6 +150,7 @@ struct Curfewd: AsyncParsableCommand {
         }
         configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
+        configuration.beltGraceMilliseconds = Int64(beltGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
         configuration.usageIntervalMilliseconds = Int64(usageInterval * 1000)

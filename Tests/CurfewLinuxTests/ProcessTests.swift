@@ -635,7 +635,7 @@ import Testing
         let parsed = stat(fake.statLine)
         #expect(parsed == ProcFiles.Stat(
             comm: "evil) 1 2 (x", state: UInt8(ascii: "S"), parentPid: 3, flags: 0x0040_0100, threads: 1,
-            startTime: 123_456_789))
+            startTime: 123_456_789, cpuTicks: 3 + 1))
         fake.comm = "with space"
         fake.state = "Z"
         #expect(stat(fake.statLine)?.isDead == true)

@@ -225,7 +225,10 @@ struct EnforcementEndToEndTests {
             try seedUsage(runner, user: account.name, milliseconds: 15 * 60 * 1000)
             let bus = try PrivateLogindBus()
             defer { bus.shutdown() }
-            try bus.mock([["new_session", "c7", "seat0", Int(account.uid), account.name, true]])
+            // A desktop session: `lock` locks only graphical sessions (and ends the others).
+            try bus.mock([
+                ["new_session", "c7", "seat0", Int(account.uid), account.name, true], ["set_session_property", "c7", "Type", "x11"],
+            ])
             let agent = try agent(runner, logindBus: bus.address)
             defer { _ = agent.stop() }
             if lockout == "logout" {
@@ -240,11 +243,15 @@ struct EnforcementEndToEndTests {
             } else {
                 try waitUntil(seconds: 3, "LockSession") { (try? bus.methodCalls("LockSession").isEmpty) == false }
                 try bus.mock([["set_session_property", "c7", "LockedHint", true]])
-                usleep(2_500_000)
+                // The hint is the child's to set: locked again every few seconds whatever it says.
                 let whileLocked = try bus.methodCalls("LockSession").count
+                try waitUntil(seconds: 8, "LockSession while LockedHint says locked") {
+                    ((try? bus.methodCalls("LockSession").count) ?? 0) > whileLocked
+                }
+                let afterUnlock = try bus.methodCalls("LockSession").count
                 // The child unlocks: locked again.
                 try bus.mock([["set_session_property", "c7", "LockedHint", false]])
-                try waitUntil(seconds: 4, "LockSession again") { ((try? bus.methodCalls("LockSession").count) ?? 0) > whileLocked }
+                try waitUntil(seconds: 8, "LockSession again") { ((try? bus.methodCalls("LockSession").count) ?? 0) > afterUnlock }
                 #expect(try bus.methodCalls("TerminateSession").isEmpty)
                 #expect(try events(runner, kind: "session-locked").count >= 2)
             }

@@ -17,6 +17,8 @@ enum ProcFiles {
         var threads: Int
         /// Field 22: clock ticks after boot at which the process started.
         var startTime: UInt64
+        /// Fields 14 and 15 (utime + stime): CPU time the process used, in clock ticks.
+        var cpuTicks: UInt64 = 0
 
         /// `PF_KTHREAD` from include/linux/sched.h: a kernel thread has no executable or command line.
         static let kernelThreadFlag: UInt32 = 0x0020_0000
@@ -44,6 +46,7 @@ enum ProcFiles {
         var flags: UInt64 = 0
         var threads: Int64 = 0
         var startTime: UInt64 = 0
+        var cpuTicks: UInt64 = 0
         var found = false
         while index < bytes.count {
             // Skip exactly the separators; fields never contain spaces after the command name.
@@ -64,6 +67,9 @@ enum ProcFiles {
             case 6:
                 guard let value = parseUnsigned(token), value <= UInt64(UInt32.max) else { return nil }
                 flags = value
+            case 11, 12:
+                guard let value = parseUnsigned(token) else { return nil }
+                cpuTicks &+= value
             case 17:
                 guard let value = parseDecimal(token) else { return nil }
                 threads = value
@@ -79,7 +85,7 @@ enum ProcFiles {
         guard found else { return nil }
         return Stat(
             comm: comm, state: state, parentPid: Int32(parentPid), flags: UInt32(flags), threads: Int(threads),
-            startTime: startTime)
+            startTime: startTime, cpuTicks: cpuTicks)
     }
 
     /// The real uid: the first number of the `Uid:` line of `/proc/PID/status`.

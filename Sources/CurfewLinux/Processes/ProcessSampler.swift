@@ -397,6 +397,16 @@ public final class ProcessSampler {
         revalidationCursor = (revalidationCursor + total) % pids.count
     }
 
+    /// The CPU time (user + system, `/proc/PID/stat` fields 14 and 15) `process` has used, in
+    /// milliseconds; nil when it is gone or its PID now belongs to another process.
+    public func cpuMilliseconds(of process: ProcessRef) -> Int64? {
+        guard let stat = readStat(process.pid), stat.startTime == process.startTime, !stat.isDead else { return nil }
+        return Int64(clamping: stat.cpuTicks) * 1000 / Self.clockTicksPerSecond
+    }
+
+    /// `sysconf(_SC_CLK_TCK)`: the unit of `/proc/PID/stat`'s times (100 on Linux).
+    static let clockTicksPerSecond: Int64 = max(1, Int64(sysconf(Int32(_SC_CLK_TCK))))
+
     private func readStat(_ pid: Int32) -> ProcFiles.Stat? {
         reader.read("\(procRoot)/\(pid)/stat", in: AT_FDCWD).flatMap(ProcFiles.parseStat)
     }

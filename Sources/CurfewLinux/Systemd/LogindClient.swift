@@ -53,6 +53,10 @@ public struct LoginSession: Sendable, Equatable {
     /// lock-screen sessions never count.
     public var counts: Bool { active && !lockedHint && !idleHint && sessionClass == "user" }
 
+    /// Whether LockSession can lock it: a graphical session (x11, wayland, mir), whose desktop runs a
+    /// screen locker. A text console or an ssh login (type tty or unspecified) has none.
+    public var canBeLocked: Bool { ["x11", "wayland", "mir"].contains(type) }
+
     /// From the `a{sv}` of `org.freedesktop.DBus.Properties.GetAll` on `org.freedesktop.login1.Session`.
     /// Properties an older logind lacks read as empty, false or 0.
     init(objectPath: String, properties: [String: SDBusValue]) {
@@ -162,7 +166,34 @@ public final class LogindClient: Sendable {
     /// Sends `signal` to every process of the user (Manager.KillUser; signature "ui": it always means all
     /// of the user's processes).
     public func killUser(_ uid: UInt32, signal: Int32) throws {
-        try callManager("KillUser", [.uint32(uid), .int32(signal)])
+        try ignoringNoSuchUser { try callManager("KillUser", [.uint32(uid), .int32(signal)]) }
+    }
+
+    /// Ends every session of the user and stops their service manager, `user@UID.service`, with all
+    /// it started, lingering services included (Manager.TerminateUser). Nothing to do when logind
+    /// knows no such user (no session and no linger).
+    public func terminateUser(_ uid: UInt32) throws {
+        try ignoringNoSuchUser { try callManager("TerminateUser", [.uint32(uid)]) }
+    }
+
+    /// Turns the user's linger on or off (Manager.SetUserLinger(uid, enable, interactive = false);
+    /// root may do it for anyone).
+    public func setUserLinger(_ uid: UInt32, enabled: Bool) throws {
+        try callManager("SetUserLinger", [.uint32(uid), .bool(enabled), .bool(false)])
+    }
+
+    /// Whether the user lingers: logind keeps one file per lingering user in `/var/lib/systemd/linger`
+    /// (and has no user object for a user who lingers with no manager running, so the file is the truth).
+    public static func lingers(userName: String, directory: String = "/var/lib/systemd/linger") -> Bool {
+        !userName.isEmpty && !userName.contains("/") && access("\(directory)/\(userName)", F_OK) == 0
+    }
+
+    private func ignoringNoSuchUser(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as LinuxSystemdError where error.busErrorName == "org.freedesktop.login1.NoSuchUser" {
+            return
+        }
     }
 
     /// Waits up to `timeoutMilliseconds` (negative: forever) for logind's signals and returns those that
