@@ -614,3 +614,67 @@ private func monotonicMilliseconds() -> Int64 { ClockReading.read(CLOCK_MONOTONI
 private func milliseconds(_ duration: Duration) -> Int64 {
     duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
 }
+
+/// The client side of a watch: one request line sent, then answer lines as the server sends them,
+/// read without blocking whenever `descriptor` is readable (the caller polls it with its own).
+public final class PeerSocketStream {
+    public let descriptor: Int32
+    private var buffered: [UInt8] = []
+    /// The longest line kept; a longer one closes the stream (a broken or hostile server).
+    public let maxLineBytes: Int
+
+    /// Connects and sends `line` within `timeout`.
+    public init(path: String, line: String, timeout: Duration = .seconds(3), maxLineBytes: Int = 1 << 20) throws(LinuxError) {
+        self.maxLineBytes = maxLineBytes
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
+        guard var address = unixAddress(path) else {
+            close(fd)
+            throw LinuxError(operation: "connect \(path)", errno: ENAMETOOLONG)
+        }
+        let left = max(1, milliseconds(timeout))
+        var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let error = errno
+            close(fd)
+            throw LinuxError(operation: "connect \(path)", errno: error)
+        }
+        let request = Array((line + "\n").utf8)
+        let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == request.count else {
+            let error = sent < 0 ? errno : EPIPE
+            close(fd)
+            throw LinuxError(operation: "send to \(path)", errno: error)
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    /// The complete lines that arrived (without their newlines), and whether the server closed the
+    /// stream (or broke it): then the caller drops it.
+    public func readLines() -> (lines: [String], closed: Bool) {
+        var lines: [String] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count > 0 {
+                buffered += chunk[0..<count]
+                while let newline = buffered.firstIndex(of: 0x0A) {
+                    lines.append(String(decoding: buffered[..<newline], as: UTF8.self))
+                    buffered.removeSubrange(...newline)
+                }
+                if buffered.count > maxLineBytes { return (lines, true) }
+                continue
+            }
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return (lines, false) }
+            return (lines, true)
+        }
+    }
+}
