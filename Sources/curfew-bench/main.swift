@@ -3,22 +3,23 @@
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
 // confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage) and
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
-// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user).
+// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and
+// indicator (IndicatorBench.swift: curfew-indicator's RSS, CPU and wakeups idle, a grant to its new title).
 //
 // Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
-// section's windows, 30 s by default)
+// section's windows, 30 s by default; CURFEW_BENCH_INDICATOR_SECONDS the indicator's idle window, 60 s)
 import Foundation
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle"]
+let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle", "indicator"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [indicator]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -63,6 +64,11 @@ do {
         if sections.count > 1 { print("") }
         try runIdleBenchmarks(
             root: root, seconds: ProcessInfo.processInfo.environment["CURFEW_BENCH_IDLE_SECONDS"].flatMap { Double($0) } ?? 30)
+    }
+    if sections.contains("indicator") {
+        if sections.count > 1 { print("") }
+        try runIndicatorBenchmarks(
+            root: root, seconds: ProcessInfo.processInfo.environment["CURFEW_BENCH_INDICATOR_SECONDS"].flatMap { Double($0) } ?? 60)
     }
 } catch {
     print("benchmark failed: \(error)")
