@@ -2,6 +2,7 @@
 // nothing changes (a managed child who is not counting: python-dbusmock's logind knows no session of
 // theirs), and the time from a parent's grant to the new Title on the child's session bus.
 // Targets: under 10 MiB, no wakeups while nothing changes, a grant shown within 1 s.
+// CURFEW_BENCH_INDICATOR_BINARY measures another build of the indicator (the package's static one).
 import Foundation
 
 #if canImport(Glibc)
@@ -16,7 +17,10 @@ func runIndicatorBenchmarks(root: String, seconds: Double) throws {
     chmod(root, 0o755)
     chmod(directory, 0o755)
     let curfew = "\(binDirectory)/curfew"
-    let indicator = "\(binDirectory)/curfew-indicator"
+    // CURFEW_BENCH_INDICATOR_BINARY: another build of it (the package's, static and optimised).
+    let indicator =
+        ProcessInfo.processInfo.environment["CURFEW_BENCH_INDICATOR_BINARY"].flatMap { $0.isEmpty ? nil : $0 }
+        ?? "\(binDirectory)/curfew-indicator"
     guard access(indicator, X_OK) == 0 else { throw BenchFailure("\(indicator) not found; build it first") }
     let state = "\(directory)/state"
     let socket = "\(directory)/s.sock"
@@ -83,7 +87,7 @@ func runIndicatorBenchmarks(root: String, seconds: Double) throws {
     let status = AgentProbe.status(pid)
     let switches = endSwitches.reduce(0) { $0 + $1.value - (startSwitches[$1.key] ?? 0) }
     let cpu = Double(endTicks - startTicks) * 1000 / ticksPerSecond
-    print("indicator: curfew-indicator (this build's) as \(account.name), watching a real curfewd; \(first)")
+    print("indicator: \(indicator) as \(account.name), watching a real curfewd; \(first)")
     print(
         "indicator idle \(format(window)) s: RSS \(format(Double(status["VmRSS"] ?? 0) / 1024)) MiB (anonymous "
             + "\(format(Double(status["RssAnon"] ?? 0) / 1024)) MiB, peak \(format(Double(status["VmHWM"] ?? 0) / 1024)) MiB), "
