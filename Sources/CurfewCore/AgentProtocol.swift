@@ -170,6 +170,11 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public struct Change: Sendable, Equatable, Codable {
         public var at: String
         public var state: String
+
+        public init(at: String, state: String) {
+            self.at = at
+            self.state = state
+        }
     }
 
     public struct App: Sendable, Equatable, Codable {
@@ -215,6 +220,11 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public struct Allowance: Sendable, Equatable, Codable {
         public var minutes: Int
         public var perWeek: Int
+
+        public init(minutes: Int, perWeek: Int) {
+            self.minutes = minutes
+            self.perWeek = perWeek
+        }
     }
 
     public var user: String
@@ -236,6 +246,31 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var rules: [Rule]?
     public var blocked: [Window]?
     public var selfExtension: Allowance?
+
+    public init(
+        user: String, date: String, timezone: String, screenSeconds: Int64, otherComputersSeconds: Int64?, limitMinutes: Int?,
+        extraMinutes: Int, bedtimeDelayMinutes: Int, remainingSeconds: Int64?, state: String, reason: String?, nextChange: Change?,
+        allowedAgainAt: String?, counting: Bool?, apps: [App], rules: [Rule]?, blocked: [Window]?, selfExtension: Allowance?
+    ) {
+        self.user = user
+        self.date = date
+        self.timezone = timezone
+        self.screenSeconds = screenSeconds
+        self.otherComputersSeconds = otherComputersSeconds
+        self.limitMinutes = limitMinutes
+        self.extraMinutes = extraMinutes
+        self.bedtimeDelayMinutes = bedtimeDelayMinutes
+        self.remainingSeconds = remainingSeconds
+        self.state = state
+        self.reason = reason
+        self.nextChange = nextChange
+        self.allowedAgainAt = allowedAgainAt
+        self.counting = counting
+        self.apps = apps
+        self.rules = rules
+        self.blocked = blocked
+        self.selfExtension = selfExtension
+    }
 }
 
 /// What `extend` answers: the extra time taken, the day it is for, and the week's uses.

@@ -1,7 +1,6 @@
 import CLinux
 import CurfewCore
 import CurfewLinux
-import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -95,10 +94,10 @@ public final class Indicator {
 
     /// One line from the watch: the status, or the agent's refusal.
     func receive(_ line: String) -> Outcome? {
-        guard let reply = try? JSONDecoder().decode(AgentReply.self, from: Data(line.utf8)) else { return nil }
+        guard let reply = WatchReply(line) else { return nil }
         guard reply.ok, let status = reply.status else {
             switch reply.error {
-            case .unknownUser?, .notPermitted?: return .notManaged(reply.message ?? "not managed")
+            case AgentRefusal.unknownUser.rawValue?, AgentRefusal.notPermitted.rawValue?: return .notManaged(reply.message ?? "not managed")
             default:
                 // Busy (another indicator in this session, or too many connections): try later.
                 stream = nil
@@ -141,13 +140,11 @@ public final class Indicator {
         case .extend:
             request = .extend
         }
-        let answer = (try? PeerSocketClient.request(path: socketPath, line: request.line)).flatMap {
-            try? JSONDecoder().decode(AgentReply.self, from: Data($0.utf8))
-        }
+        let answer = (try? PeerSocketClient.request(path: socketPath, line: request.line)).flatMap { WatchReply($0) }
         switch (action, answer) {
         case (_, nil): note = "The agent did not answer; try again"
         case (.ask(let minutes), let reply?) where reply.ok:
-            note = "Asked for \(ChildWords.duration(seconds: Int64(minutes) * 60)) (request \(reply.request?.id ?? 0)); a parent will answer"
+            note = "Asked for \(ChildWords.duration(seconds: Int64(minutes) * 60)) (request \(reply.requestID ?? 0)); a parent will answer"
         case (.extend, let reply?) where reply.ok:
             note = reply.extended.map { "Took \(ChildWords.duration(seconds: Int64($0.minutes) * 60)) more (\($0.used) of \($0.perWeek) this week)" }
         case (_, let reply?):

@@ -1,6 +1,5 @@
 import CurfewCore
 import CurfewLinux
-import Foundation
 
 /// The StatusNotifierItem (`/StatusNotifierItem`, `org.kde.StatusNotifierItem`) and its menu
 /// (`/MenuBar`, `com.canonical.dbusmenu`) on the session bus, as KDE's, Xfce's and the AppIndicator
@@ -155,7 +154,7 @@ final class TrayItem {
         if item.separator {
             entries.append(("type", .string("separator")))
         } else {
-            entries.append(("label", .string(item.label.replacingOccurrences(of: "_", with: "__"))))
+            entries.append(("label", .string(item.label.split(separator: "_", omittingEmptySubsequences: false).joined(separator: "__"))))
             entries.append(("enabled", .bool(item.enabled)))
         }
         entries.append(("visible", .bool(true)))

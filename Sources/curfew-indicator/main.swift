@@ -1,10 +1,19 @@
 import CurfewIndicator
-import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 // curfew-indicator [--socket PATH]: started in every graphical login (/etc/xdg/autostart); exits 0,
-// quietly, for an account Curfew does not manage.
+// quietly, for an account Curfew does not manage. No Foundation: it stays resident all day.
+func fail(_ text: String, _ status: Int32) -> Never {
+    let line = Array("curfew-indicator: \(text)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(status)
+}
+
 var arguments = Array(CommandLine.arguments.dropFirst())
-var socket = ProcessInfo.processInfo.environment["CURFEW_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/curfew/curfewd.sock"
+var socket = getenv("CURFEW_SOCKET").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/run/curfew/curfewd.sock"
 while let first = arguments.first {
     arguments.removeFirst()
     switch first {
@@ -17,14 +26,12 @@ while let first = arguments.first {
         print("usage: curfew-indicator [--socket PATH]\nShows the time left in the panel (a StatusNotifierItem) for a child Curfew manages.")
         exit(0)
     default:
-        FileHandle.standardError.write(Data("curfew-indicator: unknown argument \(first) (usage: curfew-indicator [--socket PATH])\n".utf8))
-        exit(64)
+        fail("unknown argument \(first) (usage: curfew-indicator [--socket PATH])", 64)
     }
 }
 switch Indicator(socketPath: socket).run() {
 case .notManaged:
     exit(0)
 case .failed(let reason):
-    FileHandle.standardError.write(Data("curfew-indicator: \(reason)\n".utf8))
-    exit(1)
+    fail(reason, 1)
 }
