@@ -81,7 +81,7 @@ public enum SocketProtocol {
     }
 
     static let watchRefused = failure(
-        .busy, "too many watches of your status are open (one per login session); close one and try again")
+        .alreadyWatching, "too many watches of your status are open (one per login session); close one and try again")
 
     /// Runs `body` for the user asked about when the caller may see them: root anyone, anyone else themself.
     static func answerOwn(

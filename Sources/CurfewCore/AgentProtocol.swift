@@ -127,6 +127,8 @@ public enum AgentRefusal: String, Sendable, Codable {
     case notPermitted = "not-permitted"
     case unknownUser = "unknown-user"
     case busy
+    /// A watch of the caller's login session is open already (or as many as an account may have).
+    case alreadyWatching = "already-watching"
     case failed
 }
 

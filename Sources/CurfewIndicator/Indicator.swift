@@ -98,8 +98,11 @@ public final class Indicator {
         guard reply.ok, let status = reply.status else {
             switch reply.error {
             case AgentRefusal.unknownUser.rawValue?, AgentRefusal.notPermitted.rawValue?: return .notManaged(reply.message ?? "not managed")
+            case AgentRefusal.alreadyWatching.rawValue? where tray == nil:
+                // Another indicator already shows this session: this one is not needed.
+                return .notManaged("another indicator watches this session")
             default:
-                // Busy (another indicator in this session, or too many connections): try later.
+                // Busy (too many connections, or the agent still holds our last watch): try later.
                 stream = nil
                 retryAt = monotonic() + 60_000
                 return nil

@@ -195,7 +195,7 @@ struct ChildViewTests {
         defer { close(feed) }
         func output() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
         try waitUntil(seconds: 20, "the watch answers twice and stays quiet") { output().contains("quiet") || output().contains("unchanged") }
-        #expect(output().hasPrefix("first True 480\nsecond {\"error\":\"busy\",\"message\":\"too many watches of your status are open (one per login session); close one and try again\",\"ok\":false}\nquiet\n"), "\(output())")
+        #expect(output().hasPrefix("first True 480\nsecond {\"error\":\"already-watching\",\"message\":\"too many watches of your status are open (one per login session); close one and try again\",\"ok\":false}\nquiet\n"), "\(output())")
         try runner.ok(["grant", account.name, "30m"])
         _ = write(feed, "go\n", 3)
         try waitUntil(seconds: 20, "the grant reaches the watch") { output().contains("granted") }
