@@ -9,7 +9,7 @@ export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
 # Debian packages the build and the tests need; apt runs only when one is missing (chromium renders
 # the HTML report in a test; bsdutils, which is essential, gives script(1) for a terminal; uidmap gives
 # newuidmap for the test of a child's user namespace).
-APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux debootstrap systemd-container chromium uidmap nftables syncthing
+APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux debootstrap systemd-container chromium uidmap nftables syncthing xvfb xfce4-panel xfconf imagemagick
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -58,6 +58,7 @@ STATIC_SCRATCH := .build/container-static
 static: deps
 	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfewd
 	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfew
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfew-indicator
 
 # .build/deb/curfew_<version>_<arch>.deb (packaging/deb/build.sh), then lintian: errors fail the build;
 # the remaining tags are overridden with the reason in packaging/deb/lintian-overrides (packaging/README.md).

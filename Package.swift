@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "curfew", targets: ["curfew"]),
         .executable(name: "curfewd", targets: ["curfewd"]),
         .executable(name: "curfew-bench", targets: ["curfew-bench"]),
+        .executable(name: "curfew-indicator", targets: ["curfew-indicator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -82,6 +83,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"], swiftSettings: strictImports),
+        // The child's tray item: a StatusNotifierItem and its dbusmenu over sd-bus, fed by the agent's
+        // watch; never the agent's code.
+        .target(name: "CurfewIndicator", dependencies: ["CurfewCore", "CurfewLinux", "CLinux"], swiftSettings: strictImports),
+        .executableTarget(name: "curfew-indicator", dependencies: ["CurfewIndicator"], swiftSettings: strictImports),
         .executableTarget(
             name: "curfew-bench",
             dependencies: [
@@ -104,7 +109,7 @@ let package = Package(
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(
             name: "EndToEndTests", dependencies: [
-                "CurfewCore", "CurfewSync", "CurfewLinux", "CLinux", "CurfewTestSupport", "curfew", "curfewd",
+                "CurfewCore", "CurfewSync", "CurfewLinux", "CLinux", "CurfewTestSupport", "curfew", "curfewd", "curfew-indicator",
             ]),
     ]
 )

@@ -141,11 +141,13 @@ extension Agent {
                     metadata: [
                         "accepted": "\(tally.accepted)", "answered": "\(tally.answered)", "refused": "\(tally.refused)",
                         "evicted": "\(tally.evicted)", "expired": "\(tally.expired)", "oversized": "\(tally.oversized)",
+                        "watches.refused": "\(tally.watchesRefused)", "watchers.dropped": "\(tally.watchersDropped)",
                         "uid": "\(worst?.key ?? 0)", "uid.count": "\(worst?.value ?? 0)",
                     ])
-            }, until: { stop.isSet }, stopDescriptor: stop.descriptor
+            }, until: { stop.isSet }, stopDescriptor: stop.descriptor,
+            watchRefusal: SocketProtocol.watchRefused.canonicalString, watchWake: state.watchWake.descriptor
         ) { line, caller in
-            SocketProtocol.answer(request: line, callerUID: caller.uid, agent: self).canonicalString
+            SocketProtocol.respond(request: line, caller: caller, agent: self)
         }
     }
 }

@@ -109,10 +109,15 @@ public final class AgentState: Sendable {
     /// to deliver. The enforcer sleeps on it between the moments its schedules name.
     public let enforcerWake = EventSignal()
 
+    /// Readable when a child's status may have changed (anything above, or the live figures): the
+    /// socket polls it only while a child watches their status, so otherwise it wakes nobody.
+    public let watchWake = EventSignal()
+
     /// Wakes both loops.
     func changed() {
         trackerWake.signal()
         enforcerWake.signal()
+        watchWake.signal()
     }
 
     public init() {}
@@ -209,7 +214,7 @@ public final class AgentState: Sendable {
     /// used time grows at most as fast as the clock, so the enforcer's own timers, which assume it
     /// does, already wake it for the next warning or the limit (then the tick's figures tell).
     public func setLive(_ live: [String: LiveUser]) {
-        let same = contents.withLock { contents in
+        let (same, sameMinutes) = contents.withLock { contents in
             let same =
                 contents.live.count == live.count
                 && live.allSatisfy { user, figures in
@@ -217,10 +222,16 @@ public final class AgentState: Sendable {
                     old.totals = figures.totals
                     return old == figures
                 }
+            // Watchers see figures in whole minutes: a new minute of any total is news to them.
+            let sameMinutes = live.allSatisfy { user, figures in
+                let old = contents.live[user]?.totals ?? [:]
+                return figures.totals.allSatisfy { app, milliseconds in (old[app] ?? 0) / 60_000 == milliseconds / 60_000 }
+            }
             contents.live = live
-            return same
+            return (same, sameMinutes)
         }
         if !same { enforcerWake.signal() }
+        if !same || !sameMinutes { watchWake.signal() }
     }
     public func live(of user: String) -> LiveUser? { contents.withLock { $0.live[user] } }
 

@@ -189,16 +189,11 @@ final class Enforcer {
             requestsOutstanding = !pending.isEmpty || !answers.isEmpty
             guard !answers.isEmpty else { return }
             for request in answers {
-                let asked = TimeAllowance.format(minutes: request.minutes)
                 let body: String
                 switch request.status {
-                case .approved:
-                    let granted = TimeAllowance.format(minutes: request.grantedMinutes ?? request.minutes)
-                    body = "a parent approved your request for \(asked) more: \(granted) extra today."
-                case .denied:
-                    body = "a parent said no to your request for \(asked) more."
-                case .pending:
-                    continue
+                case .approved: body = ChildMessages.answer(askedMinutes: request.minutes, grantedMinutes: request.grantedMinutes ?? request.minutes)
+                case .denied: body = ChildMessages.answer(askedMinutes: request.minutes, grantedMinutes: nil)
+                case .pending: continue
                 }
                 agent.state.post(AgentState.ChildMessage(user: request.user, summary: "Curfew", body: body, urgency: 1, kind: .answer))
             }
@@ -210,10 +205,11 @@ final class Enforcer {
 
     func warn(user: String, warning: Warning, now: Int64) {
         logger.info("warning", metadata: ["user": "\(user)", "subject": "\(warning.subject.word)", "left.s": "\(warning.remainingSeconds)"])
+        let zone = agent.state.policies[user].map { Schedule.zone(for: $0) } ?? ZoneRules(TimeZone.current)
         agent.state.post(
             AgentState.ChildMessage(
-                user: user, summary: warning.isCountdown ? "Curfew: \(Warning.describe(seconds: warning.remainingSeconds)) left" : "Curfew",
-                body: warning.message + ".", urgency: warning.isCountdown ? 2 : 1, kind: .warning))
+                user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now / 1000, zone: zone),
+                urgency: warning.isCountdown ? 2 : 1, kind: .warning))
         var data = JSONObject([
             ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
             ("thresholdSeconds", .int(warning.thresholdSeconds)),
@@ -236,8 +232,9 @@ final class Enforcer {
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
         if lockout != .network {
             // The network lockout tells the child when their traffic is cut (`NetworkLockout`).
-            agent.state.post(
-                AgentState.ChildMessage(user: user, summary: "Curfew: time is up", body: "\(reason): \(what)\(until).", urgency: 2, kind: .lockout))
+            let words = ChildMessages.lockout(
+                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now / 1000, zone: zone)
+            agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: words, urgency: 2, kind: .lockout))
         }
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
         data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null

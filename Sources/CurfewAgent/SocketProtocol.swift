@@ -44,7 +44,57 @@ public enum SocketProtocol {
             return answerTimeRequest(minutes: minutes, reason: reason, callerUID: callerUID, agent: agent)
         case .extend:
             return answerExtend(callerUID: callerUID, agent: agent)
+        case .watch(let asked):
+            // Only `respond` can keep a connection open; here a watch is its first view.
+            return answerOwn(asked, callerUID: callerUID, caller: caller, agent: agent) { user in
+                watchView(of: user, agent: agent).flatMap { try? JSONValue.parse($0.line) } ?? failure(.unknownUser, "\(user) is not managed on this computer")
+            }
+        case .rules(let asked):
+            return answerOwn(asked, callerUID: callerUID, caller: caller, agent: agent) { answerRules(of: $0, agent: agent) }
+        case .usage(let asked, let from, let to):
+            return answerOwn(asked, callerUID: callerUID, caller: caller, agent: agent) {
+                answerUsage(of: $0, from: from, to: to, agent: agent)
+            }
         }
+    }
+
+    /// `answer`, where a `watch` keeps the connection open and is followed (`PeerSocketWatch`): the
+    /// caller's status is sent again whenever it changes in more than the seconds ticking.
+    public static func respond(request line: String, caller: PeerCredentials, agent: Agent) -> PeerSocketAnswer {
+        guard case .success(.watch(let asked)) = AgentRequest.parse(line) else {
+            return PeerSocketAnswer(line: answer(request: line, callerUID: caller.uid, agent: agent).canonicalString)
+        }
+        let account = Accounts.account(uid: caller.uid)
+        var watched: String? = nil
+        let refusal = answerOwn(asked, callerUID: caller.uid, caller: account, agent: agent) { user in
+            watched = user
+            return .null
+        }
+        guard let user = watched, let first = watchView(of: user, agent: agent) else {
+            let reply = refusal == .null ? failure(.unknownUser, "\(asked ?? account?.name ?? "?") is not managed on this computer") : refusal
+            return PeerSocketAnswer(line: reply.canonicalString)
+        }
+        // One watch per login session (and `watchesPerUID` in all): a session's indicator is one program.
+        let group = "\(caller.uid)/" + (LoginSessions.session(ofPID: caller.pid) ?? "no-session")
+        return PeerSocketAnswer(
+            line: first.line, watch: PeerSocketWatch(group: group, first: first) { watchView(of: user, agent: agent) })
+    }
+
+    static let watchRefused = failure(
+        .alreadyWatching, "too many watches of your status are open (one per login session); close one and try again")
+
+    /// Runs `body` for the user asked about when the caller may see them: root anyone, anyone else themself.
+    static func answerOwn(
+        _ asked: String?, callerUID: UInt32, caller: Accounts.Account?, agent: Agent, _ body: (String) -> JSONValue
+    ) -> JSONValue {
+        guard let user = asked ?? caller?.name else {
+            return failure(.badRequest, "no user given and the caller has no account name")
+        }
+        if callerUID != 0 && caller?.name != user {
+            return failure(.notPermitted, "you may only see your own figures, not \(quoted(user))'s")
+        }
+        guard agent.state.policies[user] != nil else { return failure(.unknownUser, "\(user) is not managed on this computer") }
+        return body(user)
     }
 
     /// Sent to a caller turned away at connect: their account (or everyone) has too many connections open.

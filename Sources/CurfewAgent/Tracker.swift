@@ -615,7 +615,8 @@ public final class Tracker {
     /// an `app-stopped` event and a log line; past it the stop is only counted, and recorded later.
     func stopped(app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64, monotonic: Int64) {
         let message = reason.message(app: app)
-        state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2, kind: .appStopped))
+        state.post(
+            AgentState.ChildMessage(user: user, summary: "Curfew", body: ChildMessages.appStopped(app: app, reason: reason), urgency: 2, kind: .appStopped))
         var records =
             stopRecords[user]
             ?? (EventBudget(capacity: Self.stopEventBurst, refillMilliseconds: Self.stopEventRefillMilliseconds, now: monotonic), [:])

@@ -2,7 +2,12 @@ import ArgumentParser
 import CurfewReports
 import CurfewCore
 import CurfewSync
+import CurfewLinux
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 struct PolicyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -167,18 +172,27 @@ struct ScheduleCommand: ParsableCommand {
             """)
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name (default: you).") var user: String?
     @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today).", valueName: "date"))
     var date: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
+    @Option(help: ArgumentHelp("The agent's socket, for a child's own schedule (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
+    var socket: String?
 
     func run() throws {
         let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
         let workspace = Workspace(location)
-        let (policy, _) = try workspace.currentPolicy(of: user)
+        let user = try self.user ?? ChildView.me()
+        try translatingErrors { try Policy.validateUserName(user) }
+        // A child cannot read the state directory: their own rules come through the agent.
+        let throughAgent = getuid() != 0 && !workspace.stateDirectoryReadable
+        if throughAgent { try ChildView.requireOwn(user, what: "schedule") }
+        let (policy, adjustments) =
+            try throughAgent
+            ? ChildView.rules(of: user, socket: socket)
+            : (workspace.currentPolicy(of: user).policy, workspace.scan(warningsFor: user).adjustments[user] ?? [:])
         let zone = Schedule.zone(for: policy)
         let day = requested ?? zone.localTime(at: Workspace.now()).date
-        let adjustments = try workspace.scan(warningsFor: user).adjustments[user] ?? [:]
         let adjustment = adjustments[day] ?? DayAdjustment()
         let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
         let periods = schedule.periods(on: day)

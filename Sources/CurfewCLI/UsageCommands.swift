@@ -84,11 +84,29 @@ struct Status: ParsableCommand {
             rows.append(["bedtime", "\(TimeAllowance.format(minutes: status.bedtimeDelayMinutes)) later tonight (granted)"])
         }
         rows.append(["state", status.state + (status.reason.map { ": \($0)" } ?? "")])
+        // Local clock times and relative days: `time up at 19:42`, `allowed tomorrow at 07:00`.
+        func at(_ iso: String) -> String {
+            let when = ChildWords.moment(iso, today: status.date)
+            return when.contains("at ") ? when : "at \(when)"
+        }
         if let change = status.nextChange {
-            rows.append(["next change", "\(change.state) at \(change.at)"])
+            rows.append(["next change", "\(ChildWords.stateName(change.state)) \(at(change.at))"])
         }
         if status.state != "allowed", let again = status.allowedAgainAt {
-            rows.append(["allowed again", again])
+            rows.append(["allowed again", at(again)])
+        }
+        let windows = (status.blocked ?? []).map { window in
+            "\(window.window.map { "downtime \($0)" } ?? window.state) \(window.start)-\(window.end)"
+        }
+        if !windows.isEmpty { rows.append(["today", windows.joined(separator: ", ")]) }
+        for (index, rule) in (status.rules ?? []).enumerated() {
+            rows.append([index == 0 ? "rules" : "", ChildWords.rule(rule)])
+        }
+        if let allowance = status.selfExtension {
+            rows.append([
+                "extra time", "you may take \(ChildWords.duration(seconds: Int64(allowance.minutes) * 60)) more yourself, "
+                    + "\(allowance.perWeek == 1 ? "once" : "\(allowance.perWeek) times") a week (curfew extend)",
+            ])
         }
         for (index, app) in status.apps.enumerated() {
             rows.append([index == 0 ? "apps" : "", "\(app.app) \(formatSeconds(app.seconds))\(app.running ? "  running" : "")"])
@@ -131,6 +149,8 @@ struct Report: ParsableCommand {
     var output: String?
     @Flag(help: "Add the user's time on the family's other computers (their usage summaries in the shared directory).")
     var allComputers = false
+    @Option(help: ArgumentHelp("The agent's socket, for a child's own report (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
+    var socket: String?
 
     func run() throws {
         let periods = [day != nil, week, month, from != nil || to != nil].filter { $0 }.count
@@ -144,8 +164,14 @@ struct Report: ParsableCommand {
         }
         if let output, output.isEmpty { throw CLIError("output must name a file, got \"\"", .invalidArguments) }
         let workspace = Workspace(location)
-        let target = try resolveUser(workspace)
-        let (policy, _) = try workspace.currentPolicy(of: target)
+        // A child cannot read the state directory: their own report comes through the agent.
+        let throughAgent = getuid() != 0 && !workspace.stateDirectoryReadable
+        let target = try throughAgent ? (user ?? ChildView.me()) : resolveUser(workspace)
+        if throughAgent {
+            try translatingErrors { try Policy.validateUserName(target) }
+            try ChildView.requireOwn(target, what: "report")
+        }
+        let policy = try throughAgent ? ChildView.rules(of: target, socket: socket).policy : workspace.currentPolicy(of: target).policy
         let zone = Schedule.zone(for: policy)
         let today = zone.localTime(at: Workspace.now()).date
         let (first, last): (LocalDate, LocalDate) =
@@ -157,12 +183,18 @@ struct Report: ParsableCommand {
         }
         let start = zone.startOfDay(first) * 1000
         let end = zone.startOfDay(last.adding(days: 1)) * 1000
-        var (rows, events) = try workspace.openStore().read { db in
-            (
-                try UsageTable.rows(user: target, from: first, through: last, db),
-                try EventLog.events(of: target, from: start, before: end, db)
-            )
+        if throughAgent && allComputers {
+            throw CLIError("--all-computers needs the state directory (only a parent may do this; try sudo)", .notPermitted)
         }
+        var (rows, events) =
+            try throughAgent
+            ? ChildView.usage(of: target, from: first, to: last, socket: socket)
+            : workspace.openStore().read { db in
+                (
+                    try UsageTable.rows(user: target, from: first, through: last, db),
+                    try EventLog.events(of: target, from: start, before: end, db)
+                )
+            }
         var computers: [UsageReport.Computer]? = nil
         if allComputers {
             let local = rows.reduce(Int64(0)) { $0 + ($1.app == UsageKey.screen ? $1.milliseconds : 0) }

@@ -56,6 +56,12 @@ final class Workspace {
 
     var databasePath: String { "\(stateDirectory)/\(Workspace.databaseName)" }
 
+    /// Whether this account may read the state directory (a parent, or anyone with their own for a test
+    /// or demo); a child may not, and reads their own figures through the agent.
+    var stateDirectoryReadable: Bool {
+        !Files.isDirectory(stateDirectory) || access(stateDirectory, R_OK | X_OK) == 0
+    }
+
     /// Fails with exit 69 unless `curfew init` has set up the state and shared directories.
     func requireInitialised() throws {
         try requireStateDirectory()

@@ -14,6 +14,16 @@ public enum AgentRequest: Sendable, Equatable {
     case request(minutes: Int64, reason: String?)
     /// A child takes the extra time their policy's allowance gives without asking.
     case extend
+    /// Today's figures of `user` (nil: the caller), sent again whenever they change, on a connection
+    /// that stays open.
+    case watch(user: String?)
+    /// The policy in force for `user` (nil: the caller) and the extra time granted, for `curfew schedule`.
+    case rules(user: String?)
+    /// Saved usage and events of `user` (nil: the caller) from `from` through `to`, for `curfew report`.
+    case usage(user: String?, from: LocalDate, to: LocalDate)
+
+    /// The most days one `usage` request covers.
+    public static let maxUsageDays = 92
 
     /// The line the CLI sends (canonical JSON).
     public var line: String {
@@ -32,6 +42,17 @@ public enum AgentRequest: Sendable, Equatable {
             object["reason"] = reason.map { .string($0) } ?? .null
         case .extend:
             object["command"] = .string("extend")
+        case .watch(let user):
+            object["command"] = .string("watch")
+            if let user { object["user"] = .string(user) }
+        case .rules(let user):
+            object["command"] = .string("rules")
+            if let user { object["user"] = .string(user) }
+        case .usage(let user, let from, let to):
+            object["command"] = .string("usage")
+            if let user { object["user"] = .string(user) }
+            object["from"] = .string("\(from)")
+            object["to"] = .string("\(to)")
         }
         return JSONValue.object(object).canonicalString
     }
@@ -42,11 +63,26 @@ public enum AgentRequest: Sendable, Equatable {
             return .failure(AgentError(.badRequest, "the request must be a JSON object with a command"))
         }
         switch command {
-        case "status":
+        case "status", "watch", "rules", "usage":
+            let user: String?
             switch object["user"] {
-            case nil, .null?: return .success(.status(user: nil))
-            case .string(let user)?: return .success(.status(user: user))
+            case nil, .null?: user = nil
+            case .string(let name)?: user = name
             default: return .failure(AgentError(.badRequest, "\"user\" must be a string"))
+            }
+            switch command {
+            case "status": return .success(.status(user: user))
+            case "watch": return .success(.watch(user: user))
+            case "rules": return .success(.rules(user: user))
+            default:
+                guard case .string(let fromText)? = object["from"], let from = try? LocalDate.parse(fromText),
+                    case .string(let toText)? = object["to"], let to = try? LocalDate.parse(toText)
+                else { return .failure(AgentError(.badRequest, "usage needs \"from\" and \"to\" dates (YYYY-MM-DD)")) }
+                guard from <= to, to.daysSinceEpoch - from.daysSinceEpoch < maxUsageDays else {
+                    return .failure(
+                        AgentError(.badRequest, "usage covers 1 to \(maxUsageDays) days, got \(from) to \(to)"))
+                }
+                return .success(.usage(user: user, from: from, to: to))
             }
         case "check-login":
             guard case .string(let user)? = object["user"] else { return .failure(AgentError(.badRequest, "check-login needs a user")) }
@@ -91,6 +127,8 @@ public enum AgentRefusal: String, Sendable, Codable {
     case notPermitted = "not-permitted"
     case unknownUser = "unknown-user"
     case busy
+    /// A watch of the caller's login session is open already (or as many as an account may have).
+    case alreadyWatching = "already-watching"
     case failed
 }
 
@@ -134,12 +172,61 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public struct Change: Sendable, Equatable, Codable {
         public var at: String
         public var state: String
+
+        public init(at: String, state: String) {
+            self.at = at
+            self.state = state
+        }
     }
 
     public struct App: Sendable, Equatable, Codable {
         public var app: String
         public var seconds: Int64
         public var running: Bool
+    }
+
+    /// One app rule of the policy with today's use: `minecraft 40 min of 1 h`, `steam blocked`.
+    public struct Rule: Sendable, Equatable, Codable {
+        public var app: String
+        /// `block`, `limit` or `allow`.
+        public var rule: String
+        public var limitMinutes: Int?
+        public var seconds: Int64
+
+        public init(app: String, rule: String, limitMinutes: Int?, seconds: Int64) {
+            self.app = app
+            self.rule = rule
+            self.limitMinutes = limitMinutes
+            self.seconds = seconds
+        }
+    }
+
+    /// A blocked period of today in local clock times (`21:00`-`24:00`), bedtime or a downtime window.
+    public struct Window: Sendable, Equatable, Codable {
+        public var start: String
+        public var end: String
+        /// `bedtime` or `downtime`.
+        public var state: String
+        /// The downtime window's name.
+        public var window: String?
+
+        public init(start: String, end: String, state: String, window: String?) {
+            self.start = start
+            self.end = end
+            self.state = state
+            self.window = window
+        }
+    }
+
+    /// The extra time a child may take without asking (`curfew extend`).
+    public struct Allowance: Sendable, Equatable, Codable {
+        public var minutes: Int
+        public var perWeek: Int
+
+        public init(minutes: Int, perWeek: Int) {
+            self.minutes = minutes
+            self.perWeek = perWeek
+        }
     }
 
     public var user: String
@@ -157,6 +244,35 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var allowedAgainAt: String?
     public var counting: Bool?
     public var apps: [App]
+    /// Absent from an older agent's status.
+    public var rules: [Rule]?
+    public var blocked: [Window]?
+    public var selfExtension: Allowance?
+
+    public init(
+        user: String, date: String, timezone: String, screenSeconds: Int64, otherComputersSeconds: Int64?, limitMinutes: Int?,
+        extraMinutes: Int, bedtimeDelayMinutes: Int, remainingSeconds: Int64?, state: String, reason: String?, nextChange: Change?,
+        allowedAgainAt: String?, counting: Bool?, apps: [App], rules: [Rule]?, blocked: [Window]?, selfExtension: Allowance?
+    ) {
+        self.user = user
+        self.date = date
+        self.timezone = timezone
+        self.screenSeconds = screenSeconds
+        self.otherComputersSeconds = otherComputersSeconds
+        self.limitMinutes = limitMinutes
+        self.extraMinutes = extraMinutes
+        self.bedtimeDelayMinutes = bedtimeDelayMinutes
+        self.remainingSeconds = remainingSeconds
+        self.state = state
+        self.reason = reason
+        self.nextChange = nextChange
+        self.allowedAgainAt = allowedAgainAt
+        self.counting = counting
+        self.apps = apps
+        self.rules = rules
+        self.blocked = blocked
+        self.selfExtension = selfExtension
+    }
 }
 
 /// What `extend` answers: the extra time taken, the day it is for, and the week's uses.

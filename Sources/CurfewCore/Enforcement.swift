@@ -256,6 +256,10 @@ public struct WarningTracker: Sendable, Equatable {
 
     /// Thresholds already warned about, per subject, while the subject has not gone back above them.
     var sent: [WarningSubject: Set<Int64>] = [:]
+    /// What was left of each subject at the last look: a threshold is warned about only when the time
+    /// left passed it since then, so a policy change that adds a warning already behind the child
+    /// (or edits anything else) sends nothing again.
+    var lastLeft: [WarningSubject: Int64] = [:]
 
     public init() {}
 
@@ -273,11 +277,14 @@ public struct WarningTracker: Sendable, Equatable {
             // Time was added: thresholds now in the future are armed again.
             var subjectSent = (sent[subject] ?? []).filter { $0 >= left }
             let crossed = thresholds.filter { left <= $0 }
-            if let nearest = crossed.filter({ !subjectSent.contains($0) }).min() {
+            // Crossed since the last look (all of them the first time a subject is seen).
+            let fresh = lastLeft[subject].map { previous in crossed.filter { $0 < previous } } ?? crossed
+            if let nearest = fresh.filter({ !subjectSent.contains($0) }).min() {
                 due.append(Warning(subject: subject, thresholdSeconds: nearest, remainingSeconds: left))
             }
             subjectSent.formUnion(crossed)
             sent[subject] = subjectSent
+            lastLeft[subject] = left
         }
         return due
     }

@@ -21,6 +21,12 @@ public struct UserStatus: Sendable, Equatable {
     /// Screen time on the family's other computers that the daily limit counts; nil when the policy
     /// counts this computer only.
     public var otherComputersMilliseconds: Int64? = nil
+    /// The policy's app rules, each with today's use of the app.
+    public var rules: [StatusReport.Rule] = []
+    /// Today's blocked periods (bedtime and downtime windows), in local clock times.
+    public var blocked: [StatusReport.Window] = []
+    /// Extra time the child may take without asking, when the policy gives it.
+    public var selfExtension: SelfExtension? = nil
 
     /// Today's status from the day's totals (`""` = screen time) and the running apps.
     public static func make(
@@ -38,10 +44,25 @@ public struct UserStatus: Sendable, Equatable {
         names.subtract(Accounting.sessionPlumbing)
         let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
             .sorted { ($0.milliseconds, $1.app) > ($1.milliseconds, $0.app) }
+        let rules = policy.apps.map { rule -> StatusReport.Rule in
+            let limit: Int? = if case .limit(let minutes) = rule.rule { minutes } else { nil }
+            return StatusReport.Rule(app: rule.app, rule: rule.rule.name, limitMinutes: limit, seconds: seconds(totals[rule.app] ?? 0))
+        }
+        let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
+        let dayStart = zone.startOfDay(decision.date)
+        let dayEnd = zone.startOfDay(decision.date.adding(days: 1))
+        func clock(_ instant: Int64) -> String {
+            if instant >= dayEnd { return "24:00" }
+            let second = zone.localTime(at: instant).secondOfDay
+            return "\(ClockTime(hour: second / 3600, minute: second / 60 % 60))"
+        }
+        let blocked = schedule.periods(on: decision.date).filter { $0.state != .allowed }.map {
+            StatusReport.Window(start: clock(max($0.start, dayStart)), end: clock($0.end), state: $0.state.rawValue, window: $0.window)
+        }
         return UserStatus(
             user: user, date: decision.date, timezone: zone.identifier, screenMilliseconds: screen, decision: decision,
             apps: apps, counting: counting, zone: zone, adjustment: adjustments[decision.date] ?? DayAdjustment(),
-            otherComputersMilliseconds: others)
+            otherComputersMilliseconds: others, rules: rules, blocked: blocked, selfExtension: policy.selfExtension)
     }
 
     public static func == (lhs: UserStatus, rhs: UserStatus) -> Bool {
@@ -57,7 +78,9 @@ public struct UserStatus: Sendable, Equatable {
             remainingSeconds: decision.remainingSeconds, state: decision.state.rawValue, reason: decision.reason,
             nextChange: decision.nextChange.map { StatusReport.Change(at: zone.iso8601($0.at), state: $0.state.rawValue) },
             allowedAgainAt: decision.allowedAgainAt.map { zone.iso8601($0) }, counting: counting,
-            apps: apps.map { StatusReport.App(app: $0.app, seconds: UserStatus.seconds($0.milliseconds), running: $0.running) })
+            apps: apps.map { StatusReport.App(app: $0.app, seconds: UserStatus.seconds($0.milliseconds), running: $0.running) },
+            rules: rules, blocked: blocked,
+            selfExtension: selfExtension.map { StatusReport.Allowance(minutes: $0.minutes, perWeek: $0.perWeek) })
     }
 
     /// Rounded to whole seconds, as reports show them.
@@ -103,6 +126,24 @@ public struct UserStatus: Sendable, Equatable {
                         ("running", .bool(app.running)),
                     ]))
             })
+        object["rules"] = .array(
+            rules.map { rule in
+                .object(
+                    JSONObject([
+                        ("app", .string(rule.app)), ("rule", .string(rule.rule)),
+                        ("limitMinutes", rule.limitMinutes.map { .int(Int64($0)) } ?? .null), ("seconds", .int(rule.seconds)),
+                    ]))
+            })
+        object["blocked"] = .array(
+            blocked.map { window in
+                var entry = JSONObject([("start", .string(window.start)), ("end", .string(window.end)), ("state", .string(window.state))])
+                if let name = window.window { entry["window"] = .string(name) }
+                return .object(entry)
+            })
+        if let allowance = selfExtension {
+            object["selfExtension"] = .object(
+                JSONObject([("minutes", .int(Int64(allowance.minutes))), ("perWeek", .int(Int64(allowance.perWeek)))]))
+        }
         return .object(object)
     }
 }

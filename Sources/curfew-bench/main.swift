@@ -5,22 +5,25 @@
 // Syncthing instances and back) and reports (ReportBench.swift: a year of 5 children's usage) and
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
 // idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and network
-// (NetworkBench.swift: the network lockout's latency and the cost of its rules).
+// (NetworkBench.swift: the network lockout's latency and the cost of its rules) and indicator
+// (IndicatorBench.swift: curfew-indicator's RSS, CPU and wakeups idle, a grant to its new title).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network]   (no argument: all;
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network] [indicator]
+//   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
-// section's windows, 30 s by default; CURFEW_BENCH_NETWORK_ROUNDS the network section's rounds, 20 at most and by default)
+// section's windows, 30 s by default; CURFEW_BENCH_NETWORK_ROUNDS the network section's rounds, 20 at most and by default;
+// CURFEW_BENCH_INDICATOR_SECONDS the indicator's idle window, 60 s)
 import Foundation
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle", "network"]
+let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle", "network", "indicator"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network] [indicator]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -75,6 +78,11 @@ do {
         if sections.count > 1 { print("") }
         let rounds = ProcessInfo.processInfo.environment["CURFEW_BENCH_NETWORK_ROUNDS"].flatMap { Int($0) } ?? 20
         try runNetworkBenchmarks(root: root, rounds: min(max(rounds, 1), 20))
+    }
+    if sections.contains("indicator") {
+        if sections.count > 1 { print("") }
+        try runIndicatorBenchmarks(
+            root: root, seconds: ProcessInfo.processInfo.environment["CURFEW_BENCH_INDICATOR_SECONDS"].flatMap { Double($0) } ?? 60)
     }
 } catch {
     print("benchmark failed: \(error)")

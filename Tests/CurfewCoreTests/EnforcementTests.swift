@@ -273,6 +273,18 @@ struct WarningTrackerTests {
         #expect(tracker.update(countdowns: [.dailyLimit: 879, .app("minecraft"): 290], warnMinutes: [15, 5]).isEmpty)
     }
 
+    /// A policy change that does not move the moment (here: another warning added, already behind the
+    /// child) sends no warning again.
+    @Test func aWarningsEditThatMovesNothingSendsNothingAgain() {
+        var tracker = WarningTracker()
+        #expect(Self.run(&tracker, subject: .app("minecraft"), from: 400, to: 250) == [900, 300])
+        #expect(tracker.update(countdowns: [.app("minecraft"): 249], warnMinutes: [15, 10, 5, 1]).isEmpty)
+        #expect(tracker.update(countdowns: [.app("minecraft"): 248], warnMinutes: [5]).isEmpty)
+        // The limit lowered: the moment moved, the nearest warning crossed is sent.
+        #expect(tracker.update(countdowns: [.dailyLimit: 3000], warnMinutes: [15, 5, 1]).isEmpty)
+        #expect(tracker.update(countdowns: [.dailyLimit: 200], warnMinutes: [15, 5, 1]).map(\.thresholdSeconds) == [300])
+    }
+
     @Test func noWarningMinutesStillCountsDownTheLastMinute() {
         var tracker = WarningTracker()
         #expect(Self.run(&tracker, subject: .bedtime, from: 3000, to: 1, warn: []) == [60, 30, 10])

@@ -179,7 +179,7 @@ import Testing
         let theirs = try PseudoTerminal(owner: 4243)
         let written = TerminalMessages.write("Bedtime in 5 minutes.\nSave your work.\u{1B}[2J", toTerminalsOf: 4242)
         #expect(written == [mine.slavePath])
-        let expected = "\u{07}\r\nCurfew:\r\nBedtime in 5 minutes.\r\nSave your work.?[2J\r\n"
+        let expected = "\u{07}\r\nCurfew: Bedtime in 5 minutes. Save your work.?[2J\r\n"
         #expect(mine.readAvailable(within: 2_000) == expected)
         #expect(theirs.readAvailable(within: 200) == "")
         #expect(TerminalMessages.write("nobody", toTerminalsOf: 4244).isEmpty)

@@ -266,3 +266,100 @@ final class RawConnection {
     }
 
 }
+
+/// Watches: a view sent again only when its key changes, one watch per group, and a watcher who
+/// does not read dropped once its queue passes `watchOutputBytes`, while others are served.
+@Suite(.serialized) struct PeerSocketWatchTests {
+    final class Shared: Sendable {
+        let stop = Mutex(false)
+        let version = Mutex(0)
+        let tally = Mutex(PeerSocketServer.Tally())
+        let finished = DispatchSemaphore(value: 0)
+        let wake = EventSignal()
+    }
+
+    /// `watch G`: a watch of group G whose view is `<version>` padded to `size` bytes (key: the version).
+    static func serve(_ shared: Shared, path: String, limits: PeerSocketServer.Limits, size: Int) throws -> PeerSocketServer {
+        let server = try PeerSocketServer(path: path)
+        Thread {
+            server.serve(
+                limits: limits, reportInterval: .zero,
+                report: { tally in
+                    shared.tally.withLock {
+                        $0.watchesRefused += tally.watchesRefused
+                        $0.watchersDropped += tally.watchersDropped
+                    }
+                }, until: { shared.stop.withLock { $0 } }, watchRefusal: "refused", watchWake: shared.wake.descriptor
+            ) { line, caller in
+                guard line.hasPrefix("watch ") else { return PeerSocketAnswer(line: "\(caller.uid) \(line)") }
+                func view() -> PeerSocketWatch.View {
+                    let version = shared.version.withLock { $0 }
+                    let text = "\(version) " + String(repeating: "x", count: max(0, size - 12))
+                    return PeerSocketWatch.View(key: "\(version)", line: text)
+                }
+                return PeerSocketAnswer(
+                    line: "unused", watch: PeerSocketWatch(group: String(line.dropFirst(6)), first: view(), current: view))
+            }
+            shared.finished.signal()
+        }.start()
+        return server
+    }
+
+    @Test func changedViewsAreSentAndASecondWatchOfAGroupIsRefused() throws {
+        let directory = ProcTestDirectory()
+        chmod(directory.path, 0o755)
+        let path = directory.path + "/w.sock"
+        let shared = Shared()
+        let server = try Self.serve(shared, path: path, limits: PeerSocketServer.Limits(), size: 20)
+        defer {
+            shared.stop.withLock { $0 = true }
+            shared.wake.signal()
+            shared.finished.wait()
+            server.shutdown()
+        }
+        let stream = try PeerSocketStream(path: path, line: "watch session-1")
+        func lines(within seconds: Double) -> [String] {
+            var poller = pollfd(fd: stream.descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return [] }
+            usleep(50_000)
+            return stream.readLines().lines
+        }
+        #expect(lines(within: 5).map { $0.prefix(2) } == ["0 "])
+        // A wake with nothing changed sends nothing; a new version is sent once.
+        shared.wake.signal()
+        #expect(lines(within: 0.5).isEmpty)
+        shared.version.withLock { $0 = 1 }
+        shared.wake.signal()
+        #expect(lines(within: 5).map { $0.prefix(2) } == ["1 "])
+        #expect(try PeerSocketClient.request(path: path, line: "watch session-1") == "refused")
+        #expect(try PeerSocketClient.request(path: path, line: "hello") == "\(getuid()) hello")
+    }
+
+    @Test func aWatcherWhoDoesNotReadIsDroppedAndOthersAreServed() throws {
+        let directory = ProcTestDirectory()
+        chmod(directory.path, 0o755)
+        let path = directory.path + "/w.sock"
+        let shared = Shared()
+        let limits = PeerSocketServer.Limits(watchOutputBytes: 200_000)
+        let server = try Self.serve(shared, path: path, limits: limits, size: 60_000)
+        defer {
+            shared.stop.withLock { $0 = true }
+            shared.wake.signal()
+            shared.finished.wait()
+            server.shutdown()
+        }
+        let greedy = try RawConnection(path)
+        greedy.send("watch session-2\n")
+        // 60 kB views, one per change: the socket's buffer fills, then the queue, and the watcher goes.
+        var dropped = false
+        for version in 1...200 where !dropped {
+            shared.version.withLock { $0 = version }
+            shared.wake.signal()
+            #expect(try PeerSocketClient.request(path: path, line: "ping \(version)", timeout: .seconds(5)) == "\(getuid()) ping \(version)")
+            dropped = shared.tally.withLock { $0.watchersDropped } > 0
+        }
+        #expect(dropped, "the watcher who never reads was dropped")
+        // It is closed: what it reads ends (the views queued in the socket, then end of file).
+        #expect(greedy.readUntilClosed(within: 10) != nil)
+    }
+}

@@ -243,9 +243,11 @@ struct AgentTests {
         // The parent sees anyone.
         let parent = try runner.ok(["status", account.name, "--socket", agent.socketPath])
         #expect(parent.stdout.hasPrefix("\(account.name) on "))
-        // A child cannot read reports or events: the state directory is the parent's.
-        let report = try runner.run(["report", account.name], asUser: account.name)
-        #expect(report.status == 77)
+        // A child reads their own report through the agent, never another's: the state directory is the parent's.
+        let report = try runner.run(["report", "nobody", "--socket", agent.socketPath], asUser: account.name)
+        #expect(report.status == 77, "\(report)")
+        #expect(report.stderr == "curfew: you may only see your own report, not nobody's\n")
+        #expect(try runner.run(["events"], asUser: account.name).status == 77)
     }
 
     /// With logind (python-dbusmock's template on a private bus): screen time counts only while a

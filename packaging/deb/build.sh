@@ -21,7 +21,7 @@ OUTDIR=$(cd "$2" && pwd)
 for tool in dpkg-deb dpkg-shlibdeps strip gzip python3; do
     command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3)"
 done
-for binary in curfew curfewd; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+for binary in curfew curfewd curfew-indicator; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
 
 upstream=$("$BINDIR/curfew" --version)
 [[ "$upstream" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || die "curfew --version must print a version, got '$upstream'"
@@ -44,7 +44,16 @@ umask 022
 # Binaries, stripped as dh_strip does (lintian: unstripped-binary-or-object).
 install -D -m 755 "$BINDIR/curfew" "$root/usr/bin/curfew"
 install -D -m 755 "$BINDIR/curfewd" "$root/usr/sbin/curfewd"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/sbin/curfewd"
+install -D -m 755 "$BINDIR/curfew-indicator" "$root/usr/bin/curfew-indicator"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" \
+    "$root/usr/bin/curfew-indicator"
+
+# The child's tray item, started in every graphical login (it exits at once for accounts Curfew does
+# not manage), and its icons.
+install -D -m 644 "$REPO/packaging/autostart/curfew-indicator.desktop" "$root/etc/xdg/autostart/curfew-indicator.desktop"
+for face in plenty warning blocked; do
+    install -D -m 644 "$REPO/packaging/icons/curfew-$face.svg" "$root/usr/share/icons/hicolor/scalable/apps/curfew-$face.svg"
+done
 
 install -D -m 644 "$REPO/packaging/systemd/curfewd.service" "$root/lib/systemd/system/curfewd.service"
 install -D -m 644 "$REPO/packaging/tmpfiles/curfew.conf" "$root/usr/lib/tmpfiles.d/curfew.conf"
@@ -86,13 +95,16 @@ chmod 644 "$root/usr/share/doc/curfew/changelog.Debian.gz"
 # Depends: dpkg-shlibdeps reads debian/control of a source tree; give it a minimal one.
 mkdir -p "$stage/src/debian"
 printf 'Source: curfew\n\nPackage: curfew\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" 2> "$stage/shlibdeps.log") ||
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" "$root/usr/bin/curfew-indicator" 2> "$stage/shlibdeps.log") ||
     die "dpkg-shlibdeps failed: $(cat "$stage/shlibdeps.log")"
 shlibs=${shlibs#shlibs:Depends=}
 [ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
 depends="$shlibs, libpam-runtime (>= 1.0.1-6), libpam-modules, systemd, init-system-helpers (>= 1.52)"
 
 install -d -m 755 "$root/DEBIAN"
+# Files under /etc are the administrator's to edit (a changed one is kept on upgrade).
+(cd "$root" && find etc -type f | sed 's|^|/|' | sort) > "$root/DEBIAN/conffiles"
+chmod 644 "$root/DEBIAN/conffiles"
 installed_size=$(du -sk --apparent-size --exclude=DEBIAN "$root" | cut -f1)
 cat > "$root/DEBIAN/control" << EOF
 Package: curfew

@@ -20,18 +20,15 @@ public enum TerminalMessages {
         return written
     }
 
-    /// The bytes written: bell, banner, text, each line ended by CRLF.
+    /// The bytes written: bell, then one line: the `Curfew:` banner and the text (its line breaks
+    /// become spaces), ended by CRLF.
     static func format(_ text: String) -> [UInt8] {
-        var bytes: [UInt8] = [0x07] + Array("\r\nCurfew:\r\n".utf8)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if lines.last?.isEmpty == true { lines.removeLast() }
-        for line in lines {
-            for byte in line.utf8 where byte != UInt8(ascii: "\r") {
-                bytes.append(byte < 0x20 && byte != UInt8(ascii: "\t") || byte == 0x7F ? UInt8(ascii: "?") : byte)
-            }
-            bytes += [UInt8(ascii: "\r"), UInt8(ascii: "\n")]
+        var bytes: [UInt8] = [0x07] + Array("\r\nCurfew: ".utf8)
+        let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map { $0.trimmingSpaces }.filter { !$0.isEmpty }
+        for byte in lines.joined(separator: " ").utf8 where byte != UInt8(ascii: "\r") {
+            bytes.append(byte < 0x20 || byte == 0x7F ? UInt8(ascii: "?") : byte)
         }
-        return bytes
+        return bytes + [UInt8(ascii: "\r"), UInt8(ascii: "\n")]
     }
 
     /// `devRoot/pts/<digits>` and `devRoot/tty<digits>` (virtual consoles), sorted.
@@ -83,5 +80,15 @@ public enum TerminalMessages {
             offset += count
         }
         return true
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate var trimmingSpaces: String {
+        var slice = self
+        while slice.first == " " || slice.first == "\t" { slice.removeFirst() }
+        while slice.last == " " || slice.last == "\t" { slice.removeLast() }
+        return String(slice)
     }
 }

@@ -40,16 +40,24 @@ public final class PeerSocketServer: Sendable {
         public var maxLineBytes: Int
         /// Accounts never capped per uid and never refused for others' connections (root).
         public var trustedUIDs: Set<UInt32>
+        /// Open watches of one account (each is also one of its `connectionsPerUID`, so a watching
+        /// account keeps room for ordinary requests); every uid is capped, root too.
+        public var watchesPerUID: Int
+        /// What a watch may have queued and not yet read; a watcher that falls further behind is dropped.
+        public var watchOutputBytes: Int
 
         public init(
             requestDeadline: Duration = .seconds(1), connectionsPerUID: Int = 8, connections: Int = 256,
-            maxLineBytes: Int = 65_536, trustedUIDs: Set<UInt32> = [0]
+            maxLineBytes: Int = 65_536, trustedUIDs: Set<UInt32> = [0], watchesPerUID: Int = 4,
+            watchOutputBytes: Int = 65_536
         ) {
             self.requestDeadline = requestDeadline
             self.connectionsPerUID = connectionsPerUID
             self.connections = connections
             self.maxLineBytes = maxLineBytes
             self.trustedUIDs = trustedUIDs
+            self.watchesPerUID = watchesPerUID
+            self.watchOutputBytes = watchOutputBytes
         }
     }
 
@@ -65,13 +73,17 @@ public final class PeerSocketServer: Sendable {
         public var expired = 0
         /// Closed for a request line over `maxLineBytes`.
         public var oversized = 0
+        /// Watches refused (over `watchesPerUID`, or a second one of the same group).
+        public var watchesRefused = 0
+        /// Watchers dropped for not reading (`watchOutputBytes` queued).
+        public var watchersDropped = 0
         /// Per uid: connections refused, evicted, expired or oversized.
         public var troubleByUID: [UInt32: Int] = [:]
 
         public init() {}
 
         /// Whether a caller was turned away or cut off.
-        public var hasTrouble: Bool { refused + evicted + expired + oversized > 0 }
+        public var hasTrouble: Bool { refused + evicted + expired + oversized + watchesRefused + watchersDropped > 0 }
     }
 
     let fd: Int32
@@ -116,8 +128,28 @@ public final class PeerSocketServer: Sendable {
         report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: Int32 = -1,
         answer: (_ line: String, _ caller: PeerCredentials) -> String
     ) {
+        serve(
+            limits: limits, busyAnswer: busyAnswer, reportInterval: reportInterval, report: report, until: shouldStop,
+            stopDescriptor: stopDescriptor, watchRefusal: "", watchWake: -1
+        ) { PeerSocketAnswer(line: answer($0, $1)) }
+    }
+
+    /// `serve`, where an answer may start a watch: the connection stays open and gets the watch's
+    /// view again whenever it changed, looked at when `watchWake` (an eventfd, drained here) becomes
+    /// readable or at the moment the last view named. `watchWake` is polled only while a watch is
+    /// open, so without watchers its signals cost this thread nothing. `watchRefusal` is sent
+    /// instead of the first view when the caller has `watchesPerUID` watches, or one of the same group.
+    public func serve(
+        limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
+        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: Int32 = -1,
+        watchRefusal: String, watchWake: Int32,
+        respond: (_ line: String, _ caller: PeerCredentials) -> PeerSocketAnswer
+    ) {
+        let answer = respond
         var loop = PeerSocketLoop(listener: fd, limits: limits, busyAnswer: busyAnswer.map { Array(($0 + "\n").utf8) })
         loop.stopDescriptor = stopDescriptor
+        loop.watchWake = watchWake
+        loop.watchRefusal = watchRefusal
         let interval = milliseconds(reportInterval)
         var lastReport = monotonicMilliseconds()
         while !shouldStop() {
@@ -145,6 +177,49 @@ public final class PeerSocketServer: Sendable {
     }
 
     deinit { Glibc.close(fd) }
+}
+
+/// What the server does with a request line: sends `line`; with a `watch`, keeps the connection
+/// open and follows it.
+public struct PeerSocketAnswer {
+    public var line: String
+    public var watch: PeerSocketWatch?
+
+    public init(line: String, watch: PeerSocketWatch? = nil) {
+        self.line = line
+        self.watch = watch
+    }
+}
+
+/// A view the server keeps sending while it changes.
+public struct PeerSocketWatch {
+    /// What one view is: `key` says whether it changed (a line whose figures tick every second may
+    /// keep its key for a minute); `line` is sent; `lookAgainInMilliseconds`: when to look again even
+    /// without a wake (nil: only on a wake).
+    public struct View: Equatable, Sendable {
+        public var key: String
+        public var line: String
+        public var lookAgainInMilliseconds: Int64?
+
+        public init(key: String, line: String, lookAgainInMilliseconds: Int64? = nil) {
+            self.key = key
+            self.line = line
+            self.lookAgainInMilliseconds = lookAgainInMilliseconds
+        }
+    }
+
+    /// At most one watch of a group is open (the caller's login session, say).
+    public var group: String
+    /// The first view, sent in place of the answer's `line` (which is sent only when the watch is refused).
+    public var first: View
+    /// The view now; nil ends the watch (the connection is closed).
+    public var current: () -> View?
+
+    public init(group: String, first: View, current: @escaping () -> View?) {
+        self.group = group
+        self.first = first
+        self.current = current
+    }
 }
 
 /// Who gets a slot when a caller connects: the rule alone, so it is tested without sockets.
@@ -178,6 +253,11 @@ struct PeerSocketLoop {
         /// The answer with its newline, once there is one, and how much of it is sent.
         var output: [UInt8]? = nil
         var sent = 0
+        /// Set once the connection is a watch: it stays open, without a deadline while nothing is queued.
+        var watch: PeerSocketWatch? = nil
+        var watchKey = ""
+        /// Monotonic milliseconds at which the watch's view is looked at again without a wake.
+        var lookAgainAt: Int64? = nil
     }
 
     let listener: Int32
@@ -190,6 +270,9 @@ struct PeerSocketLoop {
     var acceptPausedUntil: Int64 = 0
     /// Polled too, so a stop ends a wait at once; -1: none.
     var stopDescriptor: Int32 = -1
+    /// Polled while a watch is open: readable when the views may have changed; -1: none.
+    var watchWake: Int32 = -1
+    var watchRefusal = ""
     var scratch = [UInt8](repeating: 0, count: 65_536)
 
     init(listener: Int32, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
@@ -202,31 +285,47 @@ struct PeerSocketLoop {
     /// One poll over the listener, every connection and the stop descriptor (at most
     /// `maxWaitMilliseconds`, negative: no limit; less when a deadline comes first), then whatever is
     /// ready: bytes read, lines answered, answers sent, callers accepted, latecomers closed.
-    mutating func turn(maxWaitMilliseconds: Int64, answer: (String, PeerCredentials) -> String) {
+    mutating func turn(maxWaitMilliseconds: Int64, answer: (String, PeerCredentials) -> PeerSocketAnswer) {
         let now = monotonicMilliseconds()
         expire(now: now)
         let listening = now >= acceptPausedUntil
         var wait = maxWaitMilliseconds < 0 ? Int64.max : maxWaitMilliseconds
         if !listening { wait = min(wait, acceptPausedUntil - now) }
-        for connection in connections { wait = min(wait, connection.deadline - now) }
+        for connection in connections {
+            wait = min(wait, connection.deadline - now)
+            if let again = connection.lookAgainAt { wait = min(wait, again - now) }
+        }
+        let watching = connections.contains { $0.watch != nil }
         var pollers = [pollfd(fd: listening ? listener : -1, events: Int16(POLLIN), revents: 0)]
         pollers += connections.map {
-            pollfd(fd: $0.fd, events: Int16($0.output == nil ? POLLIN : POLLOUT), revents: 0)
+            // A watch is read too (to see the caller hang up) while its queue is sent.
+            let events = $0.watch != nil ? Int16(POLLIN) | ($0.output == nil ? 0 : Int16(POLLOUT)) : Int16($0.output == nil ? POLLIN : POLLOUT)
+            return pollfd(fd: $0.fd, events: events, revents: 0)
         }
         pollers.append(pollfd(fd: stopDescriptor, events: Int16(POLLIN), revents: 0))
+        pollers.append(pollfd(fd: watching ? watchWake : -1, events: Int16(POLLIN), revents: 0))
         let ready = poll(&pollers, nfds_t(pollers.count), wait == Int64.max ? -1 : Int32(clamping: max(0, wait)))
-        guard ready > 0 else { return }
-        var closing: [Int] = []
-        for index in connections.indices where pollers[index + 1].revents != 0 {
-            if !handle(index, answer: answer) { closing.append(index) }
+        let woken = ready > 0 && pollers[pollers.count - 1].revents != 0
+        if ready > 0 {
+            var closing: [Int] = []
+            for index in connections.indices where pollers[index + 1].revents != 0 {
+                if !handle(index, answer: answer) { closing.append(index) }
+            }
+            remove(closing)
         }
-        remove(closing)
+        if woken { drainWake() }
+        let after = monotonicMilliseconds()
+        if woken || connections.contains(where: { ($0.lookAgainAt ?? Int64.max) <= after }) {
+            refreshWatches(all: woken, now: after)
+        }
+        guard ready > 0 else { return }
         // Read after the answers above: a newcomer's deadline starts when it is accepted.
         if pollers[0].revents != 0 { acceptPending(now: monotonicMilliseconds()) }
     }
 
     /// Reads or writes what connection `index` has ready; false when it is done with.
-    mutating func handle(_ index: Int, answer: (String, PeerCredentials) -> String) -> Bool {
+    mutating func handle(_ index: Int, answer: (String, PeerCredentials) -> PeerSocketAnswer) -> Bool {
+        if connections[index].watch != nil { return follow(index) }
         if connections[index].output != nil { return send(index) }
         let fd = connections[index].fd
         let room = limits.maxLineBytes + 1 - connections[index].input.count
@@ -251,13 +350,86 @@ struct PeerSocketLoop {
             trouble(connections[index].caller.uid) { $0.oversized += 1 }
             return false
         }
-        let text = answer(String(decoding: line, as: UTF8.self), connections[index].caller)
+        let reply = answer(String(decoding: line, as: UTF8.self), connections[index].caller)
         tally.answered += 1
         connections[index].input = []
-        connections[index].output = Array((text + "\n").utf8)
         // The answer gets a deadline of its own, counted from now: the work above is ours, not the caller's.
         connections[index].deadline = monotonicMilliseconds() + deadlineMilliseconds
+        var text = reply.line
+        if let watch = reply.watch {
+            let caller = connections[index].caller
+            let same = connections.filter { $0.watch != nil && $0.caller.uid == caller.uid }
+            if same.count >= limits.watchesPerUID || same.contains(where: { $0.watch?.group == watch.group }) {
+                trouble(caller.uid) { $0.watchesRefused += 1 }
+                text = watchRefusal
+            } else {
+                connections[index].watch = watch
+                connections[index].watchKey = watch.first.key
+                connections[index].lookAgainAt = watch.first.lookAgainInMilliseconds.map { monotonicMilliseconds() + max(0, $0) }
+                connections[index].output = Array((watch.first.line + "\n").utf8)
+                return follow(index, reading: false)
+            }
+        }
+        connections[index].output = Array((text + "\n").utf8)
         return send(index)
+    }
+
+    /// A watch's turn: reads (and ignores) what the caller sends, to see them hang up; sends what is
+    /// queued. False when the caller is gone.
+    mutating func follow(_ index: Int, reading: Bool = true) -> Bool {
+        if reading {
+            let fd = connections[index].fd
+            let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count == 0 { return false }
+            if count < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK { return false }
+        }
+        guard connections[index].output != nil else { return true }
+        let more = send(index)
+        guard let output = connections[index].output else { return true }
+        if connections[index].sent >= output.count {
+            connections[index].output = nil
+            connections[index].sent = 0
+            connections[index].deadline = Int64.max
+            return true
+        }
+        if !more { return false }
+        // Still queued: the deadline bounds how long a caller may leave it unread.
+        if connections[index].deadline == Int64.max { connections[index].deadline = monotonicMilliseconds() + deadlineMilliseconds * 30 }
+        return true
+    }
+
+    /// Looks at the watches' views (all of them after a wake, else those whose moment came) and
+    /// queues the ones that changed; drops a watcher whose queue would pass `watchOutputBytes`.
+    mutating func refreshWatches(all: Bool, now: Int64) {
+        var closing: [Int] = []
+        for index in connections.indices {
+            guard let watch = connections[index].watch else { continue }
+            guard all || (connections[index].lookAgainAt ?? Int64.max) <= now else { continue }
+            guard let view = watch.current() else {
+                closing.append(index)
+                continue
+            }
+            connections[index].lookAgainAt = view.lookAgainInMilliseconds.map { now + max(0, $0) }
+            guard view.key != connections[index].watchKey else { continue }
+            connections[index].watchKey = view.key
+            let line = Array((view.line + "\n").utf8)
+            var queued = connections[index].output.map { Array($0[connections[index].sent...]) } ?? []
+            guard queued.count + line.count <= limits.watchOutputBytes else {
+                trouble(connections[index].caller.uid) { $0.watchersDropped += 1 }
+                closing.append(index)
+                continue
+            }
+            queued += line
+            connections[index].output = queued
+            connections[index].sent = 0
+            if !follow(index, reading: false) { closing.append(index) }
+        }
+        remove(closing)
+    }
+
+    func drainWake() {
+        var count: UInt64 = 0
+        while Glibc.read(watchWake, &count, 8) < 0 && errno == EINTR {}
     }
 
     /// Sends what the socket takes of the answer without waiting; false when it is all sent or the
@@ -441,4 +613,68 @@ private func monotonicMilliseconds() -> Int64 { ClockReading.read(CLOCK_MONOTONI
 /// Whole milliseconds of a duration (rounded down).
 private func milliseconds(_ duration: Duration) -> Int64 {
     duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+}
+
+/// The client side of a watch: one request line sent, then answer lines as the server sends them,
+/// read without blocking whenever `descriptor` is readable (the caller polls it with its own).
+public final class PeerSocketStream {
+    public let descriptor: Int32
+    private var buffered: [UInt8] = []
+    /// The longest line kept; a longer one closes the stream (a broken or hostile server).
+    public let maxLineBytes: Int
+
+    /// Connects and sends `line` within `timeout`.
+    public init(path: String, line: String, timeout: Duration = .seconds(3), maxLineBytes: Int = 1 << 20) throws(LinuxError) {
+        self.maxLineBytes = maxLineBytes
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
+        guard var address = unixAddress(path) else {
+            close(fd)
+            throw LinuxError(operation: "connect \(path)", errno: ENAMETOOLONG)
+        }
+        let left = max(1, milliseconds(timeout))
+        var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let error = errno
+            close(fd)
+            throw LinuxError(operation: "connect \(path)", errno: error)
+        }
+        let request = Array((line + "\n").utf8)
+        let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == request.count else {
+            let error = sent < 0 ? errno : EPIPE
+            close(fd)
+            throw LinuxError(operation: "send to \(path)", errno: error)
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    /// The complete lines that arrived (without their newlines), and whether the server closed the
+    /// stream (or broke it): then the caller drops it.
+    public func readLines() -> (lines: [String], closed: Bool) {
+        var lines: [String] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count > 0 {
+                buffered += chunk[0..<count]
+                while let newline = buffered.firstIndex(of: 0x0A) {
+                    lines.append(String(decoding: buffered[..<newline], as: UTF8.self))
+                    buffered.removeSubrange(...newline)
+                }
+                if buffered.count > maxLineBytes { return (lines, true) }
+                continue
+            }
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return (lines, false) }
+            return (lines, true)
+        }
+    }
 }

@@ -121,6 +121,15 @@ public final class SDBusMessage {
     public var member: String? { sd_bus_message_get_member(handle).map { String(cString: $0) } }
     /// `sd_bus_message_get_sender`: the unique name of the sending connection, when the bus set it.
     public var sender: String? { sd_bus_message_get_sender(handle).map { String(cString: $0) } }
+    /// `sd_bus_message_get_signature` of the whole body.
+    public var signature: String { sd_bus_message_get_signature(handle, 1).map { String(cString: $0) } ?? "" }
+    /// Whether this is a method call (`sd_bus_message_get_type` is SD_BUS_MESSAGE_METHOD_CALL).
+    public var isMethodCall: Bool {
+        var type: UInt8 = 0
+        return sd_bus_message_get_type(handle, &type) >= 0 && type == UInt8(SD_BUS_MESSAGE_METHOD_CALL)
+    }
+    /// Whether the caller waits for a reply (`sd_bus_message_get_expect_reply`).
+    public var expectsReply: Bool { sd_bus_message_get_expect_reply(handle) > 0 }
 
     /// Appends values with `sd_bus_message_append_basic` and, for containers,
     /// `sd_bus_message_open_container` / `sd_bus_message_close_container`.
@@ -270,6 +279,8 @@ public final class SDBus {
     let handle: OpaquePointer
     /// Handlers installed by `addMatch`; their match slots are floating, so they live as long as the bus.
     private var matchHandlers: [MatchHandler] = []
+    /// Handlers installed by `addObject`, for as long as the bus.
+    private var objectHandlers: [ObjectHandler] = []
 
     private init(handle: OpaquePointer) {
         self.handle = handle
@@ -362,6 +373,94 @@ public final class SDBus {
         return try call(message, timeout: timeout).readAll()
     }
 
+    /// Connects to the user's session bus (`sd_bus_open_user`; honours `DBUS_SESSION_BUS_ADDRESS`).
+    public static func openUser() throws(LinuxSystemdError) -> SDBus {
+        var bus: OpaquePointer?
+        try LinuxSystemdError.check("sd_bus_open_user") { sd_bus_open_user(&bus) }
+        guard let bus else { throw LinuxSystemdError(operation: "sd_bus_open_user", errno: EINVAL) }
+        return SDBus(handle: bus)
+    }
+
+    /// Takes a well-known name (`sd_bus_request_name`, flags 0: fails when someone else has it).
+    public func requestName(_ name: String) throws(LinuxSystemdError) {
+        try LinuxSystemdError.check("sd_bus_request_name \(name)") { sd_bus_request_name(handle, name, 0) }
+    }
+
+    /// Serves every method call to `path` (`sd_bus_add_object`): `handler` runs inside `process()`,
+    /// answers with `reply` or `replyError`, and returns false for a call it does not know (sd-bus
+    /// then answers UnknownMethod).
+    public func addObject(path: String, handler: @escaping (SDBusMessage) -> Bool) throws(LinuxSystemdError) {
+        let box = ObjectHandler(handler)
+        objectHandlers.append(box)
+        try LinuxSystemdError.check("sd_bus_add_object \(path)") {
+            sd_bus_add_object(
+                handle, nil, path,
+                { message, userdata, _ in
+                    guard let message, let userdata else { return 0 }
+                    let box = Unmanaged<ObjectHandler>.fromOpaque(userdata).takeUnretainedValue()
+                    return box.handler(SDBusMessage(retaining: message)) ? 1 : 0
+                },
+                Unmanaged.passUnretained(box).toOpaque())
+        }
+    }
+
+    /// Answers a method call with `values` (`sd_bus_message_new_method_return`, `sd_bus_send`).
+    public func reply(to call: SDBusMessage, _ values: [SDBusValue] = []) throws(LinuxSystemdError) {
+        guard call.expectsReply else { return }
+        var reply: OpaquePointer?
+        try LinuxSystemdError.check("sd_bus_message_new_method_return") { sd_bus_message_new_method_return(call.handle, &reply) }
+        guard let reply else { throw LinuxSystemdError(operation: "sd_bus_message_new_method_return", errno: EINVAL) }
+        let message = SDBusMessage(adopting: reply)
+        try message.append(values)
+        try send(message)
+    }
+
+    /// Answers a method call with the D-Bus error `name` (`sd_bus_error_set`, `sd_bus_reply_method_error`).
+    public func replyError(to call: SDBusMessage, name: String, message: String) throws(LinuxSystemdError) {
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        sd_bus_error_set(&error, name, message)
+        try LinuxSystemdError.check("sd_bus_reply_method_error \(name)") { sd_bus_reply_method_error(call.handle, &error) }
+    }
+
+    /// Emits a signal from `path` (`sd_bus_message_new_signal`, `sd_bus_send`).
+    public func emitSignal(path: String, interface: String, member: String, _ values: [SDBusValue] = []) throws(LinuxSystemdError) {
+        var signal: OpaquePointer?
+        try LinuxSystemdError.check("sd_bus_message_new_signal \(interface).\(member)") {
+            sd_bus_message_new_signal(handle, &signal, path, interface, member)
+        }
+        guard let signal else { throw LinuxSystemdError(operation: "sd_bus_message_new_signal", errno: EINVAL) }
+        let message = SDBusMessage(adopting: signal)
+        try message.append(values)
+        try send(message)
+    }
+
+    /// Queues a message (`sd_bus_send`); `flush` writes what is queued.
+    public func send(_ message: SDBusMessage) throws(LinuxSystemdError) {
+        try LinuxSystemdError.check("sd_bus_send") { sd_bus_send(handle, message.handle, nil) }
+    }
+
+    /// Writes out what is queued (`sd_bus_flush`).
+    public func flush() throws(LinuxSystemdError) {
+        try LinuxSystemdError.check("sd_bus_flush") { sd_bus_flush(handle) }
+    }
+
+    /// Sends a method call without waiting for its reply (`sd_bus_call_async` with no callback: the
+    /// reply is dropped when it comes).
+    public func callAsync(_ message: SDBusMessage) throws(LinuxSystemdError) {
+        try LinuxSystemdError.check("sd_bus_call_async") { sd_bus_call_async(handle, nil, message.handle, nil, nil, 0) }
+    }
+
+    /// What to poll for this connection: its descriptor, events, and the monotonic deadline in
+    /// microseconds sd-bus has for itself (nil: none) (`sd_bus_get_fd`, `sd_bus_get_events`, `sd_bus_get_timeout`).
+    public func pollState() throws(LinuxSystemdError) -> (fd: Int32, events: Int16, deadlineMicroseconds: UInt64?) {
+        let fd = try LinuxSystemdError.check("sd_bus_get_fd") { sd_bus_get_fd(handle) }
+        let events = try LinuxSystemdError.check("sd_bus_get_events") { sd_bus_get_events(handle) }
+        var deadline: UInt64 = 0
+        _ = try LinuxSystemdError.check("sd_bus_get_timeout") { sd_bus_get_timeout(handle, &deadline) }
+        return (fd, Int16(truncatingIfNeeded: events), deadline == UInt64.max ? nil : deadline)
+    }
+
     /// Installs a match rule (`sd_bus_add_match`, which also sends AddMatch to the bus and waits for it).
     /// `handler` runs inside `process()` for each matching message, on the thread calling `process()`.
     public func addMatch(_ rule: String, handler: @escaping (SDBusMessage) -> Void) throws(LinuxSystemdError) {
@@ -431,6 +530,11 @@ public final class SDBus {
         if micros.overflow { return UInt64.max - 1 }
         let fraction = UInt64((attoseconds + 999_999_999_999) / 1_000_000_000_000)
         return micros.partialValue + fraction
+    }
+
+    private final class ObjectHandler {
+        let handler: (SDBusMessage) -> Bool
+        init(_ handler: @escaping (SDBusMessage) -> Bool) { self.handler = handler }
     }
 
     private final class MatchHandler {
