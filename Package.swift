@@ -86,17 +86,21 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports",
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
-        .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
-        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
+        .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),
+        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore", "CurfewTestSupport"]),
         // The scan's record index lives in the store: the sync tests keep one, as the agent does.
-        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore"]),
-        // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind.
-        .target(name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd"], path: "Tests/CurfewTestSupport"),
+        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore", "CurfewCore", "CurfewTestSupport"]),
+        // Installs the system's tz database as the zone source of the test bundle before any test runs.
+        .target(name: "CurfewTestZones", path: "Tests/CurfewTestZones"),
+        // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind; the zone source.
+        .target(
+            name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd", "CurfewCore", "CurfewSync", "CurfewTestZones"],
+            path: "Tests/CurfewTestSupport"),
         .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [
-                "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
+                "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.

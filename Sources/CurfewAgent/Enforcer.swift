@@ -21,7 +21,7 @@ import Logging
 final class Enforcer {
     let agent: Agent
     let logger: Logger
-    let systemZone = ZoneRules(TimeZone.current)
+    var systemZone: ZoneRules { .system }
     var logind: LogindClient? = nil
     var logindRetryAt: Int64 = 0
     var accounts = AccountCache()

@@ -177,7 +177,7 @@ struct Requests: ParsableCommand {
             Output.line(all ? "no requests" : "no pending requests")
             return
         }
-        let zone = ZoneRules(TimeZone.current)
+        let zone = ZoneRules.system
         var rows = [["id", "user", "asked", "reason", "asked at", "status"]]
         for request in requests {
             var status = request.status.rawValue

@@ -151,7 +151,7 @@ struct PolicyCommand: ParsableCommand {
             policy.warnMinutes.isEmpty ? "off" : policy.warnMinutes.map(String.init).joined(separator: ", ") + " minutes before",
         ])
         rows.append(["lockout", policy.lockout.rawValue])
-        rows.append(["time zone", policy.timezone ?? "the computer's own (\(TimeZone.current.identifier))"])
+        rows.append(["time zone", policy.timezone ?? "the computer's own (\(ZoneRules.system.identifier))"])
         return ["\(policy.user): version \(record.version), signed by key \(record.author) at \(utcTimestamp(record.time))"]
             + table(rows)
     }

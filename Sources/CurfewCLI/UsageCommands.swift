@@ -250,7 +250,7 @@ struct Events: ParsableCommand {
         var sinceMilliseconds: Int64? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
-                sinceMilliseconds = ZoneRules(TimeZone.current).startOfDay(date) * 1000
+                sinceMilliseconds = ZoneRules.system.startOfDay(date) * 1000
             } else if let minutes = try? TimeAllowance.parseMinutes(since) {
                 sinceMilliseconds = (Workspace.now() - Int64(minutes) * 60) * 1000
             } else {
@@ -267,7 +267,7 @@ struct Events: ParsableCommand {
                 try AuditChain.summaries(user: user, since: sinceMilliseconds, db)
             )
         }
-        let zone = ZoneRules(TimeZone.current)
+        let zone = ZoneRules.system
         if json {
             let summaryValues: [JSONValue] = summaries.map { row in
                 .object(

@@ -10,6 +10,8 @@
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
 // section's windows, 30 s by default)
 import Foundation
+import CurfewCore
+import CurfewSync
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +24,7 @@ if let unknown = arguments.first(where: { !known.contains($0) }) {
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
+SystemZones.install()
 
 let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-bench-\(getpid())").path
 children.atExit(order: 100) { try? FileManager.default.removeItem(atPath: root) }

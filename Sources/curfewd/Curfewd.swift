@@ -1,5 +1,6 @@
 import ArgumentParser
 import CurfewAgent
+import CurfewCore
 import CurfewLinux
 import CurfewStore
 import CurfewSync
@@ -64,7 +65,15 @@ struct Curfewd: AsyncParsableCommand {
         valueName: "days"))
     var eventRetention = AgentStateKeys.defaultEventRetentionDays
 
+    @Option(help: ArgumentHelp(
+        "Seconds between looks at a time zone's file in the tz database for changes (1-3600).", valueName: "seconds",
+        visibility: .hidden))
+    var zoneRecheck = 60
+
     func validate() throws {
+        guard zoneRecheck >= 1 && zoneRecheck <= 3600 else {
+            throw ValidationError("zone recheck must be between 1 and 3600 seconds, got \(zoneRecheck)")
+        }
         guard eventRetention >= 1 && eventRetention <= 36_500 else {
             throw ValidationError("event retention must be between 1 and 36500 days, got \(eventRetention)")
         }
@@ -87,6 +96,8 @@ struct Curfewd: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Time zones come from the system's tz database, looked at again for a tzdata upgrade.
+        ZoneDatabase.install(SystemZones(recheckSeconds: Int64(zoneRecheck)))
         let environment = ProcessInfo.processInfo.environment
         let state = Locations.stateDirectory(stateDir, environment: environment)
         let shared = Locations.sharedDirectory(sharedDir, stateDirectory: state, environment: environment)
