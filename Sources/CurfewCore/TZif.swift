@@ -331,7 +331,8 @@ private struct PosixParser {
         position += 1
     }
 
-    /// `<...>` (letters, digits, + and -) or three or more letters.
+    /// `<...>` (letters, digits, + and -) or letters. POSIX wants three or more; zic writes shorter
+    /// abbreviations as they are (`TL-2TLS`), and they are read.
     mutating func name() throws(ZoneDataError) -> String {
         let start = position
         if peek == UInt8(ascii: "<") {
@@ -343,11 +344,11 @@ private struct PosixParser {
                 position += 1
             }
             try expect(UInt8(ascii: ">"))
-            guard position - start >= 5 else { throw error("a name shorter than three characters") }
+            guard position - start >= 3 else { throw error("an empty name") }
             return String(decoding: bytes[start + 1..<position - 1], as: UTF8.self)
         }
         while let byte = peek, isLetter(byte) { position += 1 }
-        guard position - start >= 3 else { throw error("a name shorter than three letters") }
+        guard position > start else { throw error("expected a name at \(position)") }
         return String(decoding: bytes[start..<position], as: UTF8.self)
     }
 

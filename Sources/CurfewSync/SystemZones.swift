@@ -52,21 +52,24 @@ public final class SystemZones: ZoneSource, Sendable {
         return cached(key: name, path: "\(directory)/\(name)", identifier: name)
     }
 
-    /// `TZ` if it names a zone of the database (`Europe/Berlin` or `:Europe/Berlin`), else the zone
-    /// `/etc/localtime` links to (named by its path under a `zoneinfo` directory), else
-    /// `/etc/localtime`'s own bytes, else UTC.
+    /// `TZ` if it names a zone of the database (`Europe/Berlin` or `:Europe/Berlin`) or a file, else
+    /// `/etc/localtime` (named by its link's path under a `zoneinfo` directory), else UTC.
     public func systemZone() -> ZoneRules {
         if var name = tzVariable, !name.isEmpty {
             if name.hasPrefix(":") { name.removeFirst() }
             if let zone = zone(named: name) { return zone }
             if name.hasPrefix("/"), let zone = cached(key: "\0tz", path: name, identifier: name) { return zone }
         }
-        let link = SystemZones.readLink(localtimePath)
-        if let link, let name = SystemZones.nameAfterZoneinfo(link), let zone = zone(named: name) { return zone }
-        return cached(key: "\0localtime", path: localtimePath, identifier: "localtime") ?? .utc
+        // The zone /etc/localtime is, named as it links (read with the file, not on every call): its
+        // own bytes, even when TZDIR points elsewhere.
+        let path = localtimePath
+        let name = {
+            SystemZones.readLink(path).flatMap(SystemZones.nameAfterZoneinfo).flatMap { ZoneRules.isValidName($0) ? $0 : nil }
+        }
+        return cached(key: "\0localtime", path: path, identifier: name() ?? "localtime") ?? .utc
     }
 
-    private func cached(key: String, path: String, identifier: String) -> ZoneRules? {
+    private func cached(key: String, path: String, identifier: @autoclosure () -> String) -> ZoneRules? {
         let now = SystemZones.monotonicSeconds()
         if let entry = cache.withLock({ $0[key] }), now - entry.checked < recheckSeconds { return entry.zone }
         let identity = SystemZones.identity(path)
@@ -76,7 +79,7 @@ public final class SystemZones: ZoneSource, Sendable {
         }
         var zone: ZoneRules?
         if identity != nil, let bytes = SystemZones.readFile(path), let data = try? ZoneData.parse(bytes) {
-            zone = ZoneRules(identifier: identifier, data: data)
+            zone = ZoneRules(identifier: identifier(), data: data)
         }
         cache.withLock { $0[key] = Entry(zone: zone, identity: identity, checked: now) }
         return zone

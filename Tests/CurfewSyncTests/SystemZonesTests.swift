@@ -1,46 +1,9 @@
 import CurfewCore
+import CurfewTestSupport
 import Foundation
 import Testing
 
 @testable import CurfewSync
-
-/// Runs a program and returns its standard output (standard error is passed through).
-func runProgram(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw TestZoneError(description: "\(path) \(arguments.prefix(3)) exited with \(process.terminationStatus)")
-    }
-    return String(decoding: data, as: UTF8.self)
-}
-
-struct TestZoneError: Error, CustomStringConvertible { var description: String }
-
-/// A temporary zoneinfo directory with zones compiled by `zic` from tz source text.
-struct CompiledZones {
-    let directory: String
-
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-tz-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    func compile(_ source: String) throws {
-        let file = "\(directory)/.source-\(UUID().uuidString)"
-        try source.write(toFile: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        _ = try runProgram("/usr/sbin/zic", ["-d", directory, file])
-    }
-
-    func remove() { try? FileManager.default.removeItem(atPath: directory) }
-}
 
 @Suite("The system's tz database")
 struct SystemZonesTests {
@@ -81,7 +44,7 @@ struct SystemZonesTests {
         var transitionCount = 0
         for start in stride(from: 0, to: names.count, by: 80) {
             let batch = Array(names[start..<min(start + 80, names.count)])
-            let output = try runProgram(
+            let output = try CompiledZones.runProgram(
                 "/usr/bin/zdump", ["-v", "-c", "1970,2038"] + batch, environment: ["TZDIR": directory, "LC_ALL": "C"])
             var expected: [String: [(instant: Int64, offset: Int64, dst: Bool)]] = [:]
             var previous: [String: (instant: Int64, offset: Int64, dst: Bool)] = [:]
@@ -217,7 +180,7 @@ struct SystemZonesTests {
         #expect(try offsets("AAA0BBB,M3.1.0/167,M10.1.0", [(2030, 3, 9, 0), (2030, 3, 9, 23 * 3600)]) == [0, 3600])
         // Southern hemisphere: summer across New Year.
         #expect(try offsets("<+10>-10<+11>,M10.1.0,M4.1.0/3", [(2030, 1, 1, 0), (2030, 6, 1, 0), (2030, 12, 1, 0)]) == [39_600, 36_000, 39_600])
-        for bad in ["", "AB1", "CET", "CET-1CEST,M13.1.0,M10.5.0", "CET-1CEST,M3.5.0", "CET-25", "<A>1", "X0Y,J0,J1", "AAA0BBB,366,1", "AAA0BBB,M3.5.0/168,M10.5.0", "CET-1 "] {
+        for bad in ["", "1AB", "CET", "CET-1CEST,M13.1.0,M10.5.0", "CET-1CEST,M3.5.0", "CET-25", "<>1", "X0Y,J0,J1", "AAA0BBB,366,1", "AAA0BBB,M3.5.0/168,M10.5.0", "CET-1 "] {
             #expect(throws: ZoneDataError.self, "\(bad)") { try PosixTimeZone.parse(bad) }
         }
     }
