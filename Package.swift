@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "curfew", targets: ["curfew"]),
         .executable(name: "curfewd", targets: ["curfewd"]),
+        .executable(name: "curfew-multicall", targets: ["curfew-multicall"]),
         .executable(name: "curfew-bench", targets: ["curfew-bench"]),
     ],
     dependencies: [
@@ -62,15 +63,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strictImports),
-        .executableTarget(
-            name: "curfewd",
+        // The agent's command line (flags, logging, the ServiceGroup), for curfewd and the multi-call program.
+        .target(
+            name: "CurfewDaemon",
             dependencies: [
-                "CurfewAgent", "CurfewLinux", "CurfewSync", "CurfewStore",
+                "CurfewAgent", "CurfewCore", "CurfewLinux", "CurfewSync", "CurfewStore",
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strictImports),
+        .executableTarget(name: "curfewd", dependencies: ["CurfewDaemon"], swiftSettings: strictImports),
+        // curfew and curfewd in one program, chosen by the name it is started by (the Debian package's).
+        .executableTarget(
+            name: "curfew-multicall",
+            dependencies: ["CurfewCLI", "CurfewDaemon"],
+            swiftSettings: strictImports),
         // The commands; never the agent's code (what both need lives in Core, Store, Sync or Linux).
         .target(
             name: "CurfewCLI",

@@ -1,6 +1,9 @@
 #!/bin/bash
-# Builds curfew_<version>_<arch>.deb with dpkg-deb from the two binaries linked with the Swift standard
-# library statically (`swift build -c release --static-swift-stdlib`, see the Makefile's `deb` target).
+# Builds curfew_<version>_<arch>.deb with dpkg-deb from the multi-call program curfew-multicall linked
+# with the Swift standard library statically (`swift build -c release --static-swift-stdlib`, see the
+# Makefile's `static` and `deb` targets). It is installed once, as /usr/bin/curfew, and /usr/sbin/curfewd
+# is a link to it: the program's name chooses the command or the agent, so the Swift runtime,
+# Foundation and ICU are on disk (and in the page cache) once, not twice.
 #
 #   packaging/deb/build.sh BINDIR OUTDIR      prints the path of the .deb
 #
@@ -21,7 +24,15 @@ OUTDIR=$(cd "$2" && pwd)
 for tool in dpkg-deb dpkg-shlibdeps strip gzip python3; do
     command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3)"
 done
-for binary in curfew curfewd; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+[ -x "$BINDIR/curfew-multicall" ] || die "no executable $BINDIR/curfew-multicall"
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+# The program under both of its names, for the version, the man pages and the completions.
+mkdir "$stage/bin"
+ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfew"
+ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfewd"
+BINDIR=$stage/bin
 
 upstream=$("$BINDIR/curfew" --version)
 [[ "$upstream" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || die "curfew --version must print a version, got '$upstream'"
@@ -36,19 +47,21 @@ arch=$(dpkg --print-architecture)
 changelog_date=$(sed -n 's/^ -- .*>  //p' "$HERE/changelog" | head -n 1)
 export SOURCE_DATE_EPOCH=$(date -d "$changelog_date" +%s)
 
-stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 umask 022
 
-# Binaries, stripped as dh_strip does (lintian: unstripped-binary-or-object).
+# The program, stripped as dh_strip does (lintian: unstripped-binary-or-object), and the agent's name
+# for it.
 install -D -m 755 "$BINDIR/curfew" "$root/usr/bin/curfew"
-install -D -m 755 "$BINDIR/curfewd" "$root/usr/sbin/curfewd"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/sbin/curfewd"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew"
+install -d "$root/usr/sbin"
+ln -s ../bin/curfew "$root/usr/sbin/curfewd"
 
 install -D -m 644 "$REPO/packaging/systemd/curfewd.service" "$root/lib/systemd/system/curfewd.service"
 install -D -m 644 "$REPO/packaging/tmpfiles/curfew.conf" "$root/usr/lib/tmpfiles.d/curfew.conf"
 install -D -m 644 "$REPO/packaging/pam-configs/curfew" "$root/usr/share/pam-configs/curfew"
+# The administrator's settings (the fail mode, read by the agent and by check-login): a conffile.
+install -D -m 644 "$REPO/packaging/default/curfew" "$root/etc/default/curfew"
 
 # The default policy and the app catalog (the CLI and the agent read /etc/curfew/apps, then
 # /usr/share/curfew/apps).
@@ -56,6 +69,10 @@ install -D -m 644 "$REPO/policies/default.json" "$root/usr/share/curfew/policies
 mkdir -p "$root/usr/share/curfew/apps" "$root/usr/share/doc/curfew/examples"
 install -m 644 "$REPO"/policies/apps/*.json "$root/usr/share/curfew/apps/"
 install -m 644 "$REPO"/policies/examples/*.json "$root/usr/share/doc/curfew/examples/"
+# The README, and the app catalog's format (the family's own entries go in /etc/curfew/apps).
+install -m 644 "$REPO/README.md" "$root/usr/share/doc/curfew/README.md"
+install -m 644 "$REPO/policies/apps/README.md" "$root/usr/share/doc/curfew/README.catalog.md"
+install -d "$root/etc/curfew/apps"
 
 # Man pages from the binaries' own help.
 day=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
@@ -86,7 +103,7 @@ chmod 644 "$root/usr/share/doc/curfew/changelog.Debian.gz"
 # Depends: dpkg-shlibdeps reads debian/control of a source tree; give it a minimal one.
 mkdir -p "$stage/src/debian"
 printf 'Source: curfew\n\nPackage: curfew\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" 2> "$stage/shlibdeps.log") ||
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" 2> "$stage/shlibdeps.log") ||
     die "dpkg-shlibdeps failed: $(cat "$stage/shlibdeps.log")"
 shlibs=${shlibs#shlibs:Depends=}
 [ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
@@ -115,9 +132,10 @@ Description: family screen-time rules for Linux: limits, bedtimes, app rules
  systemd service), the PAM login check and the app catalog.
 EOF
 install -m 755 "$HERE/postinst" "$HERE/prerm" "$HERE/postrm" "$root/DEBIAN/"
+echo /etc/default/curfew > "$root/DEBIAN/conffiles"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     > "$root/DEBIAN/md5sums"
-chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 find "$root" -type d -exec chmod 755 {} +
 
 deb="$OUTDIR/curfew_${version}_${arch}.deb"

@@ -9,10 +9,9 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// `curfewd`: flags, logging, and the agent's ServiceGroup.
-@main
-struct Curfewd: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `curfewd`: flags, logging, and the agent's ServiceGroup (a library, so the multi-call program can run it).
+public struct Curfewd: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "curfewd",
         abstract: "The Curfew agent: counts managed users' screen and app time and enforces their rules.",
         version: Agent.version)
@@ -70,7 +69,24 @@ struct Curfewd: AsyncParsableCommand {
         visibility: .hidden))
     var zoneRecheck = 60
 
-    func validate() throws {
+    public init() {}
+
+    /// Parses the program's arguments and runs the agent, as `@main` would (a plain call of `main()`
+    /// from another module picks ParsableCommand's synchronous one, which cannot run an async command).
+    public static func start() async {
+        do {
+            var command = try parseAsRoot()
+            if let agent = command as? Curfewd {
+                try await agent.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    public func validate() throws {
         guard zoneRecheck >= 1 && zoneRecheck <= 3600 else {
             throw ValidationError("zone recheck must be between 1 and 3600 seconds, got \(zoneRecheck)")
         }
@@ -95,7 +111,7 @@ struct Curfewd: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    public func run() async throws {
         // Time zones come from the system's tz database, looked at again for a tzdata upgrade.
         ZoneDatabase.install(SystemZones(recheckSeconds: Int64(zoneRecheck)))
         let environment = ProcessInfo.processInfo.environment
@@ -116,7 +132,10 @@ struct Curfewd: AsyncParsableCommand {
             logindBusAddress: logindBus, useProcessConnector: !noProcessConnector,
             rescanMilliseconds: Int64(rescan * 1000))
         configuration.machineID = machineId ?? environment["CURFEW_MACHINE_ID"].flatMap { $0.isEmpty ? nil : $0 }
-        configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
+        // --fail-open, else CURFEW_FAIL_MODE from the environment, else from /etc/default/curfew.
+        let configured = DefaultsFile.failMode(environment: environment)
+        if let error = configured.error { logger.error("\(error)") }
+        configuration.failOpen = failOpen || configured.mode == .open
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
