@@ -13,7 +13,7 @@ struct PolicyCommand: ParsableCommand {
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a user's policy.")
         @OptionGroup var location: LocationOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Flag(name: .long, help: "Print the policy as JSON (SPEC.md's field names).") var json = false
 
         func run() throws {
@@ -40,7 +40,7 @@ struct PolicyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a user's policy as JSON, for editing or for policy import.")
         @OptionGroup var location: LocationOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Option(name: .long, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
         var output: String?
 
@@ -163,7 +163,7 @@ struct ScheduleCommand: ParsableCommand {
         abstract: "Show a day's allowed, bedtime and downtime periods for a user, in the policy's time zone.")
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today).", valueName: "date"))
     var date: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false

@@ -18,7 +18,7 @@ struct Status: ParsableCommand {
         abstract: "Show today's screen time, time left and running apps (a child sees their own).")
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user (default: you).") var user: String?
+    @Argument(help: "The user (default: you).", completion: Completions.users) var user: String?
     @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
     var socket: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
@@ -119,7 +119,7 @@ struct Report: ParsableCommand {
     enum Format: String, ExpressibleByArgument, CaseIterable { case table, json, csv, html }
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user (default: the only managed user).") var user: String?
+    @Argument(help: "The user (default: the only managed user).", completion: Completions.users) var user: String?
     @Option(help: ArgumentHelp("One day, YYYY-MM-DD.", valueName: "date")) var day: String?
     @Flag(help: "The 7 days ending today.") var week = false
     @Flag(help: "The 30 days ending today.") var month = false

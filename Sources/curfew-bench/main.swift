@@ -3,9 +3,10 @@
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
 // confirmation, catching up after a start) and reports (ReportBench.swift: a year of 5 children's usage) and
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
-// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user).
+// idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and
+// package (PackageBench.swift: the .deb's sizes, the TZif zone rules against ICU's).
 //
-// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]   (no argument: all;
+// Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [package]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
 // section's windows, 30 s by default)
@@ -17,10 +18,10 @@ import CurfewSync
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle"]
+let known = ["policy", "tracking", "enforcement", "sync", "reports", "login", "idle", "package"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle]  (unknown: \(unknown))")
+    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [reports] [login] [idle] [package]  (unknown: \(unknown))")
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
@@ -61,6 +62,10 @@ do {
         if sections.count > 1 { print("") }
         try runLoginBenchmarks(
             root: root, runs: ProcessInfo.processInfo.environment["CURFEW_BENCH_LOGIN_RUNS"].flatMap { Int($0) } ?? 50)
+    }
+    if sections.contains("package") {
+        if sections.count > 1 { print("") }
+        try runPackageBenchmarks()
     }
     if sections.contains("idle") {
         if sections.count > 1 { print("") }

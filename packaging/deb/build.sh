@@ -74,14 +74,21 @@ install -m 644 "$REPO/README.md" "$root/usr/share/doc/curfew/README.md"
 install -m 644 "$REPO/policies/apps/README.md" "$root/usr/share/doc/curfew/README.catalog.md"
 install -d "$root/etc/curfew/apps"
 
-# Man pages from the binaries' own help.
+# Man pages from the binaries' own help and the hand-written sections (curfew.1.in, curfewd.8.in).
 day=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 mkdir -p "$root/usr/share/man/man1" "$root/usr/share/man/man8"
-python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" > "$root/usr/share/man/man1/curfew.1"
-python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" > "$root/usr/share/man/man8/curfewd.8"
+python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" "$HERE/curfew.1.in" > "$root/usr/share/man/man1/curfew.1"
+python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" "$HERE/curfewd.8.in" > "$root/usr/share/man/man8/curfewd.8"
+# Both pages read cleanly (lintian runs groff too, in `make deb`).
+for page in "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"; do
+    warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$page" 2>&1 > /dev/null) ||
+        die "man cannot format $page"
+    [ -z "$warnings" ] || die "man --warnings on $page: $warnings"
+done
 gzip -9n "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"
 
-# Completions, from ArgumentParser.
+# Completions, from ArgumentParser: managed users and catalog apps are asked of curfew when the shell
+# completes; lockout actions, weekdays and durations are lists (Sources/CurfewCLI/Completions.swift).
 install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
     "$root/usr/share/fish/vendor_completions.d"
 "$BINDIR/curfew" --generate-completion-script bash > "$root/usr/share/bash-completion/completions/curfew"
