@@ -115,6 +115,8 @@ shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" 2> "$stage/
 shlibs=${shlibs#shlibs:Depends=}
 [ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
 depends="$shlibs, libpam-runtime (>= 1.0.1-6), libpam-modules, systemd, init-system-helpers (>= 1.52)"
+# Time zones are read from the system's tz database.
+depends="$depends, tzdata"
 
 install -d -m 755 "$root/DEBIAN"
 installed_size=$(du -sk --apparent-size --exclude=DEBIAN "$root" | cut -f1)
