@@ -66,7 +66,7 @@ static: deps
 
 # .build/deb/curfew_<version>_<arch>.deb (packaging/deb/build.sh), then lintian: errors fail the build;
 # the remaining tags are overridden with the reason in packaging/deb/lintian-overrides (packaging/README.md).
-DEB_APT_PACKAGES := dpkg-dev binutils python3 lintian
+DEB_APT_PACKAGES := dpkg-dev binutils python3 lintian man-db
 DEB_DIR := .build/deb
 deb: static
 	@missing=$$(for p in $(DEB_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

@@ -21,8 +21,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 BINDIR=$(cd "$1" && pwd)
 mkdir -p "$2"
 OUTDIR=$(cd "$2" && pwd)
-for tool in dpkg-deb dpkg-shlibdeps strip gzip python3; do
-    command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3)"
+for tool in dpkg-deb dpkg-shlibdeps strip gzip python3 man; do
+    command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3 man-db)"
 done
 [ -x "$BINDIR/curfew-multicall" ] || die "no executable $BINDIR/curfew-multicall"
 
