@@ -191,8 +191,9 @@ private struct ByteReader {
             }
             raw.append((offset, dst == 1, index))
         }
-        let characters = Array(bytes[position..<position + header.charCount])
+        let charactersStart = position
         try skip(header.charCount)
+        let characters = Array(bytes[charactersStart..<position])
         let types = raw.map { entry in
             let tail = characters[entry.index...]
             let end = tail.firstIndex(of: 0) ?? characters.endIndex

@@ -205,9 +205,9 @@ struct SystemZonesTests {
         let rules = ZoneRules(identifier: "Europe/Berlin", data: old)
         let summer2000 = Int64(LocalDate(year: 2000, month: 7, day: 1)!.daysSinceEpoch) * 86_400
         #expect(rules.offset(at: summer2000) == 7200)
-        for cut in [0, 3, 20, 44, 60, bytes.count - 1] {
-            #expect(throws: ZoneDataError.self, "cut at \(cut)") { try ZoneData.parse(Array(bytes[0..<cut])) }
-        }
+        // Every shorter prefix is refused with an error, none crashes the reader.
+        let refused = (0..<bytes.count).filter { cut in (try? ZoneData.parse(Array(bytes[0..<cut]))) == nil }
+        #expect(refused.count == bytes.count)
         var garbled = bytes
         garbled[0] = UInt8(ascii: "X")
         #expect(throws: ZoneDataError.self) { try ZoneData.parse(garbled) }
