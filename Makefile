@@ -55,14 +55,19 @@ test: deps
 # container tests (a scratch path of its own: `swift test` holds the lock on .build while tests run, and
 # switching --static-swift-stdlib on and off would recompile every module of .build/release).
 STATIC_SCRATCH := .build/container-static
+# The package installs the multi-call program curfew-multicall (curfew, and curfewd as a link to it); the
+# container tests also run curfewd and curfew. --gc-sections lets the linker drop unused sections (the
+# same flags for all three, so one product's build does not relink the others).
+STATIC_FLAGS := -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) -Xlinker --gc-sections
 static: deps
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfewd
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfew
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(STATIC_SCRATCH) --product curfew-indicator
+	$(SWIFT) build $(STATIC_FLAGS) --product curfewd
+	$(SWIFT) build $(STATIC_FLAGS) --product curfew
+	$(SWIFT) build $(STATIC_FLAGS) --product curfew-multicall
+	$(SWIFT) build $(STATIC_FLAGS) --product curfew-indicator
 
 # .build/deb/curfew_<version>_<arch>.deb (packaging/deb/build.sh), then lintian: errors fail the build;
 # the remaining tags are overridden with the reason in packaging/deb/lintian-overrides (packaging/README.md).
-DEB_APT_PACKAGES := dpkg-dev binutils python3 lintian
+DEB_APT_PACKAGES := dpkg-dev binutils python3 lintian man-db
 DEB_DIR := .build/deb
 deb: static
 	@missing=$$(for p in $(DEB_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

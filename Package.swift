@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "curfew", targets: ["curfew"]),
         .executable(name: "curfewd", targets: ["curfewd"]),
+        .executable(name: "curfew-multicall", targets: ["curfew-multicall"]),
         .executable(name: "curfew-bench", targets: ["curfew-bench"]),
         .executable(name: "curfew-indicator", targets: ["curfew-indicator"]),
     ],
@@ -65,15 +66,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strictImports),
-        .executableTarget(
-            name: "curfewd",
+        // The agent's command line (flags, logging, the ServiceGroup), for curfewd and the multi-call program.
+        .target(
+            name: "CurfewDaemon",
             dependencies: [
-                "CurfewAgent", "CurfewLinux", "CurfewSync", "CurfewStore",
+                "CurfewAgent", "CurfewCore", "CurfewLinux", "CurfewSync", "CurfewStore",
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strictImports),
+        .executableTarget(name: "curfewd", dependencies: ["CurfewDaemon"], swiftSettings: strictImports),
+        // curfew and curfewd in one program, chosen by the name it is started by (the Debian package's).
+        .executableTarget(
+            name: "curfew-multicall",
+            dependencies: ["CurfewCLI", "CurfewDaemon"],
+            swiftSettings: strictImports),
         // The commands; never the agent's code (what both need lives in Core, Store, Sync or Linux).
         .target(
             name: "CurfewCLI",
@@ -93,17 +101,21 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports",
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
-        .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore"]),
-        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore"]),
+        .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),
+        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore", "CurfewTestSupport"]),
         // The scan's record index lives in the store: the sync tests keep one, as the agent does.
-        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore"]),
-        // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind.
-        .target(name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd"], path: "Tests/CurfewTestSupport"),
+        .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore", "CurfewCore", "CurfewTestSupport"]),
+        // Installs the system's tz database as the zone source of the test bundle before any test runs.
+        .target(name: "CurfewTestZones", path: "Tests/CurfewTestZones"),
+        // Test helpers shared by test targets: a private D-Bus with python-dbusmock's logind; the zone source.
+        .target(
+            name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd", "CurfewCore", "CurfewSync", "CurfewTestZones"],
+            path: "Tests/CurfewTestSupport"),
         .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [
-                "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
+                "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.

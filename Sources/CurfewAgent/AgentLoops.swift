@@ -38,7 +38,7 @@ extension Agent {
         do {
             try store.write { db in
                 try AgentStateTable.set(AgentStateKeys.eventRetentionDays, "\(days)", db)
-                let count = try AuditChain.summarise(before: before, zone: ZoneRules(TimeZone.current), db)
+                let count = try AuditChain.summarise(before: before, zone: ZoneRules.system, db)
                 guard count > 0 else { return }
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
                 try EventLog.append(

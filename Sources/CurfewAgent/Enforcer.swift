@@ -21,7 +21,7 @@ import Logging
 final class Enforcer {
     let agent: Agent
     let logger: Logger
-    let systemZone = ZoneRules(TimeZone.current)
+    var systemZone: ZoneRules { .system }
     var logind: LogindClient? = nil
     var logindRetryAt: Int64 = 0
     var accounts = AccountCache()
@@ -205,7 +205,7 @@ final class Enforcer {
 
     func warn(user: String, warning: Warning, now: Int64) {
         logger.info("warning", metadata: ["user": "\(user)", "subject": "\(warning.subject.word)", "left.s": "\(warning.remainingSeconds)"])
-        let zone = agent.state.policies[user].map { Schedule.zone(for: $0) } ?? ZoneRules(TimeZone.current)
+        let zone = agent.state.policies[user].map { Schedule.zone(for: $0) } ?? ZoneRules.system
         agent.state.post(
             AgentState.ChildMessage(
                 user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now / 1000, zone: zone),

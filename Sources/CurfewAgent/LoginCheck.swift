@@ -7,7 +7,7 @@ import Logging
 extension Agent {
     /// The login check from the agent's live figures; a refusal is recorded as an event.
     public func checkLogin(user: String, service: String, now: Int64, recordRefusal: Bool = true) -> LoginVerdict {
-        guard let schedule = state.schedule(of: user, systemZone: ZoneRules(TimeZone.current)) else {
+        guard let schedule = state.schedule(of: user, systemZone: ZoneRules.system) else {
             return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
         }
         var usage = ScheduleUsage(daySeconds: 0)

@@ -56,7 +56,7 @@ extension Agent {
             return used + 1
         }
         try loadSelfService(of: user, policy: policy, now: now)
-        let limit = state.schedule(of: user, systemZone: ZoneRules(TimeZone.current))?.limitMinutes(on: today)
+        let limit = state.schedule(of: user, systemZone: ZoneRules.system)?.limitMinutes(on: today)
         return SelfExtensionUse(minutes: allowance.minutes, date: "\(today)", used: used, perWeek: allowance.perWeek, limitMinutes: limit)
     }
 }

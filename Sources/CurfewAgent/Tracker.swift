@@ -18,7 +18,7 @@ public final class Tracker {
     let identities: FileIdentityCache
     let connector: ProcessConnector?
     let flushInterval: Int64
-    let systemZone: ZoneRules
+    var systemZone: ZoneRules { .system }
 
     /// Executable identities (content hash, build-id) -> the apps that claimed them, learnt from
     /// literal catalog paths, from processes a catalog app matched by executable path, and from
@@ -112,7 +112,6 @@ public final class Tracker {
         }
         self.connector = connector
         self.flushInterval = flushIntervalMilliseconds
-        self.systemZone = ZoneRules(TimeZone.current)
         self.last = clock()
         self.lastFlush = last.monotonic
         let interpreters = catalog.interpreters

@@ -11,8 +11,8 @@ struct AppCommand: ParsableCommand {
 
     /// APP must be in the app catalog, unless --by-name says it is a program's file name.
     struct AppName: ParsableArguments {
-        @Argument(help: "The user's login name.") var user: String
-        @Argument(help: "The app's name in the catalog (see curfew app catalog).") var app: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
+        @Argument(help: "The app's name in the catalog (see curfew app catalog).", completion: Completions.apps) var app: String
         @Flag(name: .long, help: "APP is not in the catalog: match programs whose executable is named APP.")
         var byName = false
 
@@ -63,7 +63,7 @@ struct AppCommand: ParsableCommand {
             commandName: "limit", abstract: "Allow an app for at most DURATION a day (15m steps up to 8h).")
         @OptionGroup var options: PublishOptions
         @OptionGroup var name: AppName
-        @Argument(help: "90m, 1h30m, 2h.") var duration: String
+        @Argument(help: "90m, 1h30m, 2h.", completion: Completions.durations) var duration: String
 
         func run() throws {
             let minutes = try translatingErrors { () throws -> Int in
@@ -90,8 +90,8 @@ struct AppCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a user's rule for an app.")
         @OptionGroup var options: PublishOptions
-        @Argument(help: "The user's login name.") var user: String
-        @Argument(help: "The app.") var app: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
+        @Argument(help: "The app.", completion: Completions.apps) var app: String
 
         func run() throws {
             try editPolicy(options, user: user) { policy in
@@ -108,7 +108,7 @@ struct AppCommand: ParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List a user's app rules.")
         @OptionGroup var location: LocationOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Flag(name: .long, help: "Print the result as JSON.") var json = false
 
         func run() throws {

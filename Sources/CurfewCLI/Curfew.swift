@@ -24,6 +24,7 @@ public struct Curfew: ParsableCommand {
     /// Parses `arguments`, runs the command, and returns the exit status; errors are printed as one
     /// line on stderr, help and version on stdout.
     public static func main(arguments: [String]) -> Int32 {
+        if ZoneDatabase.source == nil { SystemZones.install() }
         do {
             var command = try parseAsRoot(arguments)
             try command.run()

@@ -80,8 +80,8 @@ struct Grant: ParsableCommand {
             """)
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "Extra screen time: 30m, 1h30m, or 0 with --bedtime.") var duration: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
+    @Argument(help: "Extra screen time: 30m, 1h30m, or 0 with --bedtime.", completion: Completions.durations) var duration: String
     @Option(name: .long, help: ArgumentHelp("Move that night's bedtime this much later.", valueName: "duration"))
     var bedtime: String?
     @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today in the policy's zone).", valueName: "date"))
@@ -123,7 +123,7 @@ struct Request: ParsableCommand {
             characters, no control characters (exit status 64).
             """)
 
-    @Argument(help: "How much more: 30m, 1h.") var duration: String
+    @Argument(help: "How much more: 30m, 1h.", completion: Completions.durations) var duration: String
     @Option(
         name: .long,
         help: ArgumentHelp("Why, in a few words (at most \(RequestRules.maxReasonCharacters) characters).", valueName: "text"))
@@ -177,7 +177,7 @@ struct Requests: ParsableCommand {
             Output.line(all ? "no requests" : "no pending requests")
             return
         }
-        let zone = ZoneRules(TimeZone.current)
+        let zone = ZoneRules.system
         var rows = [["id", "user", "asked", "reason", "asked at", "status"]]
         for request in requests {
             var status = request.status.rawValue

@@ -21,7 +21,9 @@ struct CheckLogin: ParsableCommand {
             they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
             login prompt. The agent is asked first; without it the policy and usage on disk decide. \
             When a managed user's state cannot be read at all, the login is refused unless \
-            --fail-open is given or $CURFEW_FAIL_MODE is "open".
+            --fail-open is given or CURFEW_FAIL_MODE is "open" (in the environment, else in \
+            /etc/default/curfew). Scheduled jobs (PAM services cron, atd, anacron) are not logins and \
+            are let through.
             PAM line: account required pam_exec.so quiet stdout seteuid /usr/bin/curfew check-login
             """)
 
@@ -42,9 +44,14 @@ struct CheckLogin: ParsableCommand {
         // without the agent only a caller who can read the state directory (root) learns anything from it.
         if Accounts.isSuperuser(name) { return }
         let service = environment["PAM_SERVICE"] ?? "unknown"
+        // A scheduled job (cron, atd) is not a login: let through, its processes counted as any.
+        guard LoginVerdict.isLogin(service: service) else { return }
+        // --fail-open, else CURFEW_FAIL_MODE from the environment, else from /etc/default/curfew.
+        let configured = DefaultsFile.failMode(environment: environment)
+        if let error = configured.error { Output.error(error) }
         let verdict = try Self.verdict(
             user: name, service: service, location: location, socket: socket,
-            failOpen: failOpen || environment["CURFEW_FAIL_MODE"] == "open")
+            failOpen: failOpen || configured.mode == .open)
         guard verdict.allowed else {
             Output.line(verdict.message)
             throw ExitCode(ExitStatus.notPermitted.rawValue)

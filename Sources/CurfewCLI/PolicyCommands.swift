@@ -18,7 +18,7 @@ struct PolicyCommand: ParsableCommand {
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a user's policy.")
         @OptionGroup var location: LocationOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Flag(name: .long, help: "Print the policy as JSON (SPEC.md's field names).") var json = false
 
         func run() throws {
@@ -45,7 +45,7 @@ struct PolicyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a user's policy as JSON, for editing or for policy import.")
         @OptionGroup var location: LocationOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Option(name: .long, help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
         var output: String?
 
@@ -156,7 +156,7 @@ struct PolicyCommand: ParsableCommand {
             policy.warnMinutes.isEmpty ? "off" : policy.warnMinutes.map(String.init).joined(separator: ", ") + " minutes before",
         ])
         rows.append(["lockout", LockoutCommand.summary(policy)])
-        rows.append(["time zone", policy.timezone ?? "the computer's own (\(TimeZone.current.identifier))"])
+        rows.append(["time zone", policy.timezone ?? "the computer's own (\(ZoneRules.system.identifier))"])
         return ["\(policy.user): version \(record.version), signed by key \(record.author) at \(utcTimestamp(record.time))"]
             + table(rows)
     }
@@ -172,7 +172,7 @@ struct ScheduleCommand: ParsableCommand {
             """)
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user's login name (default: you).") var user: String?
+    @Argument(help: "The user's login name (default: you).", completion: Completions.users) var user: String?
     @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today).", valueName: "date"))
     var date: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false

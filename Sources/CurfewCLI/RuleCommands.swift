@@ -16,9 +16,9 @@ struct Limit: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "90m, 1h30m, 2h, 0 or unlimited.") var duration: String?
-    @Option(name: .long, help: ArgumentHelp("Only on these weekdays (mon..sun, repeatable or comma-separated).", valueName: "day"))
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
+    @Argument(help: "90m, 1h30m, 2h, 0 or unlimited.", completion: Completions.limits) var duration: String?
+    @Option(name: .long, help: ArgumentHelp("Only on these weekdays (mon..sun, repeatable or comma-separated).", valueName: "day"), completion: Completions.weekdays)
     var day: [String] = []
     @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
     @Option(name: .long, help: ArgumentHelp("Whose screen time the limits count: this computer's or all computers'.", valueName: "this|all"))
@@ -98,9 +98,9 @@ struct Bedtime: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "HH:MM-HH:MM or off.") var window: String?
-    @Option(name: .long, help: ArgumentHelp("Only for windows starting on these weekdays.", valueName: "day"))
+    @Option(name: .long, help: ArgumentHelp("Only for windows starting on these weekdays.", valueName: "day"), completion: Completions.weekdays)
     var day: [String] = []
     @Flag(name: .long, help: "Remove the weekday override given with --day.") var clear = false
 
@@ -135,7 +135,7 @@ struct Warnings: ParsableCommand {
         abstract: "Set when a user is warned before a limit or bedtime (minutes, e.g. 15,5,1; or off).")
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "Comma-separated minutes, e.g. 15,5,1, or off.") var minutes: String
 
     func run() throws {
@@ -177,8 +177,8 @@ struct LockoutCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
-    @Argument(help: "logout, lock, apps, network or none.") var action: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
+    @Argument(help: "logout, lock, apps, network or none.", completion: Completions.lockouts) var action: String
     @Option(name: .long, help: ArgumentHelp("bedtime or limit (default: both).", valueName: "cause")) var at: String?
 
     func run() throws {
@@ -234,7 +234,7 @@ struct TimeZoneCommand: ParsableCommand {
         abstract: "Set the time zone a user's days and bedtimes are counted in (an IANA name, or system).")
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "An IANA zone such as Europe/Berlin, or system for this computer's zone.") var zone: String
 
     func run() throws {

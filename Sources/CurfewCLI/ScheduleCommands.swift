@@ -16,7 +16,7 @@ struct DowntimeCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "add, remove or list.") var action: String
     @Argument(help: "The window's name.") var name: String?
     @Argument(help: "HH:MM-HH:MM (add only).") var window: String?
@@ -82,7 +82,7 @@ struct BreaksCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "Screen time before a break (45m), or off.") var after: String
     @Argument(help: "The break's length (10m).") var length: String?
 
@@ -122,7 +122,7 @@ struct ExceptionCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "YYYY-MM-DD, YYYY-MM-DD..YYYY-MM-DD, remove or list.") var dates: String
     @Argument(help: "The date whose exception to remove (remove only).") var removing: String?
     @Option(name: .long, help: ArgumentHelp("The daily limit on those days (90m, 2h, 0 or unlimited).", valueName: "duration"))
@@ -215,7 +215,7 @@ struct AllowanceCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Argument(help: "Minutes added per use (15m), or off.") var duration: String
     @Option(name: .customLong("per-week"), help: ArgumentHelp("How many times a week.", valueName: "n")) var perWeek: String?
 

@@ -182,7 +182,7 @@ struct SyncStatus: ParsableCommand {
             answers[record] = confirmationsByMachine(workspace.shared, record: record, roster: roster)
         }
         // Today's usage summaries of every user with a policy, by computer.
-        let today = ZoneRules(TimeZone.current).localTime(at: Workspace.now()).date
+        let today = ZoneRules.system.localTime(at: Workspace.now()).date
         var usage: [String: [(user: String, reading: SharedDirectory.UsageReading)]] = [:]
         for user in Set(scan.valid.map(\.user)).sorted() {
             for reading in workspace.shared.usageReadings(user: user, from: today, through: today, roster: roster) {

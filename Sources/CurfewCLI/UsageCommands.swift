@@ -18,7 +18,7 @@ struct Status: ParsableCommand {
         abstract: "Show today's screen time, time left and running apps (a child sees their own).")
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user (default: you).") var user: String?
+    @Argument(help: "The user (default: you).", completion: Completions.users) var user: String?
     @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
     var socket: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
@@ -137,7 +137,7 @@ struct Report: ParsableCommand {
     enum Format: String, ExpressibleByArgument, CaseIterable { case table, json, csv, html }
 
     @OptionGroup var location: LocationOptions
-    @Argument(help: "The user (default: the only managed user).") var user: String?
+    @Argument(help: "The user (default: the only managed user).", completion: Completions.users) var user: String?
     @Option(help: ArgumentHelp("One day, YYYY-MM-DD.", valueName: "date")) var day: String?
     @Flag(help: "The 7 days ending today.") var week = false
     @Flag(help: "The 30 days ending today.") var month = false
@@ -282,7 +282,7 @@ struct Events: ParsableCommand {
         var sinceMilliseconds: Int64? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
-                sinceMilliseconds = ZoneRules(TimeZone.current).startOfDay(date) * 1000
+                sinceMilliseconds = ZoneRules.system.startOfDay(date) * 1000
             } else if let minutes = try? TimeAllowance.parseMinutes(since) {
                 sinceMilliseconds = (Workspace.now() - Int64(minutes) * 60) * 1000
             } else {
@@ -299,7 +299,7 @@ struct Events: ParsableCommand {
                 try AuditChain.summaries(user: user, since: sinceMilliseconds, db)
             )
         }
-        let zone = ZoneRules(TimeZone.current)
+        let zone = ZoneRules.system
         if json {
             let summaryValues: [JSONValue] = summaries.map { row in
                 .object(

@@ -19,7 +19,7 @@ struct UserCommand: ParsableCommand {
 
         @OptionGroup var options: PublishOptions
         @OptionGroup var admin: AdminOption
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
 
         func run() throws {
             try translatingErrors { try Policy.validateUserName(user) }
@@ -82,7 +82,7 @@ struct UserCommand: ParsableCommand {
             abstract: "Stop managing a user (their usage history is kept).")
 
         @OptionGroup var options: PublishOptions
-        @Argument(help: "The user's login name.") var user: String
+        @Argument(help: "The user's login name.", completion: Completions.users) var user: String
         @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
 
         func run() throws {
@@ -105,7 +105,7 @@ struct Reset: ParsableCommand {
         abstract: "Put a user's policy back to the defaults (2h a day, bedtime 20:00-07:00, no app rules).")
 
     @OptionGroup var options: PublishOptions
-    @Argument(help: "The user's login name.") var user: String
+    @Argument(help: "The user's login name.", completion: Completions.users) var user: String
     @Flag(name: .long, help: "Do not ask for confirmation.") var yes = false
 
     func run() throws {

@@ -9,6 +9,15 @@ public struct LoginVerdict: Sendable, Equatable {
         self.message = message
     }
 
+    /// PAM services that start no login: jobs run on a schedule (a child's crontab at bedtime, a
+    /// parent's `at` job under the child's account). PAM's account stack runs for them too, but they
+    /// open no session to refuse; their processes are counted and stopped by the agent like any
+    /// other. Every other service (login, sshd, gdm, lightdm, su, sudo, screen lockers, systemd-user)
+    /// is a login.
+    public static let nonLoginServices: Set<String> = ["cron", "atd", "anacron"]
+
+    public static func isLogin(service: String) -> Bool { !nonLoginServices.contains(service) }
+
     /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
     /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway), unless the
     /// lockout in force only monitors (`none`) or only cuts the network (`network`: offline use goes on).

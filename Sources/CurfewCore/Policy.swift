@@ -1,5 +1,3 @@
-import Foundation
-
 /// What happens when a child runs out of time or bedtime starts.
 public enum Lockout: String, CaseIterable, Sendable, Codable {
     /// End the sessions and refuse logins until use is allowed again.

@@ -1,49 +1,88 @@
-import Foundation
+import Synchronization
 
 /// Local wall-clock time in one time zone, converted to and from instants without ambiguity.
 ///
-/// Foundation's calendar resolves a wall time in a skipped hour by moving it forward by the size of
-/// the gap (02:30 becomes 03:30); SPEC.md wants the next valid time instead (03:00), and the first of
-/// two occurrences in a repeated hour. This type implements exactly that from the zone's offsets.
+/// The rules are the system's tz database (TZif, RFC 8536: `ZoneData`), read by a zone source
+/// outside the core (`ZoneDatabase`). A wall time in a skipped hour becomes the next valid time
+/// (02:30 becomes 03:00, as SPEC.md wants), one in a repeated hour its first occurrence.
 public struct ZoneRules: Sendable {
-    public let timeZone: TimeZone
-    /// The zone's name as given (Foundation calls `UTC` "GMT").
+    /// The zone's name as given (`Europe/Berlin`, `UTC`).
     public let identifier: String
+    public let data: ZoneData
 
-    public init(_ timeZone: TimeZone) {
-        self.timeZone = timeZone
-        self.identifier = timeZone.identifier
-    }
-
-    /// nil if `identifier` is not an IANA zone name known to this computer.
-    public init?(identifier: String) {
-        guard ZoneRules.isKnownZone(identifier), let zone = TimeZone(identifier: identifier) else { return nil }
-        self.timeZone = zone
+    public init(identifier: String, data: ZoneData) {
         self.identifier = identifier
+        self.data = data
     }
 
-    private static let knownZones = Set(TimeZone.knownTimeZoneIdentifiers)
+    /// UTC, known without any database.
+    public static let utc = ZoneRules(identifier: "UTC", data: .fixed(offset: 0, abbreviation: "UTC"))
 
-    /// The areas of IANA's geographic zone names (`Area/Location`).
-    private static let ianaAreas: Set<Substring> = [
-        "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
-    ]
-
-    /// IANA names only: `Europe/Berlin`, `UTC`, `Etc/GMT+2`; not abbreviations or `GMT+2`.
-    public static func isKnownZone(_ name: String) -> Bool {
-        if knownZones.contains(name) { return true }
-        if name == "UTC" { return TimeZone(identifier: name) != nil }
-        // Foundation's list holds ICU's names and misses current IANA ones that ICU keeps under an
-        // older name (Asia/Kolkata, listed only as Asia/Calcutta). Accept an `Etc/` or geographic
-        // name that the zone database resolves to itself; custom ids like GMT+2 resolve to GMT+0200.
-        let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0] == "Etc" || ianaAreas.contains(parts[0]) else { return false }
-        return TimeZone(identifier: name)?.identifier == name
+    /// nil if `identifier` is not a zone name of this computer's tz database.
+    public init?(identifier: String) {
+        guard let zone = ZoneDatabase.zone(named: identifier) else { return nil }
+        self = zone
     }
+
+    /// This computer's own zone, as the installed zone source reads it (`/etc/localtime`, `TZ`).
+    public static var system: ZoneRules { ZoneDatabase.system }
+
+    /// A name the tz database could hold: components of letters, digits, `.`, `_`, `+` and `-`, none
+    /// starting with `.` or `-`, no absolute path; not the database's own helper files or its
+    /// `posix/` and `right/` copies.
+    public static func isValidName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 200 else { return false }
+        let components = bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        for component in components {
+            guard let first = component.first, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else { return false }
+            for byte in component {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "+"),
+                    UInt8(ascii: "-"):
+                    continue
+                default: return false
+                }
+            }
+        }
+        let head = String(decoding: components[0], as: UTF8.self)
+        if components.count > 1, head == "posix" || head == "right" { return false }
+        return !["localtime", "posixrules", "Factory"].contains(name)
+    }
+
+    /// A valid name that this computer's tz database holds.
+    public static func isKnownZone(_ name: String) -> Bool { ZoneDatabase.zone(named: name) != nil }
 
     /// Seconds east of UTC at `instant`.
-    public func offset(at instant: Int64) -> Int64 {
-        Int64(timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(instant))))
+    public func offset(at instant: Int64) -> Int64 { data.type(at: instant).offset }
+
+    /// Whether daylight saving time is in force at `instant`.
+    public func isDaylightSaving(at instant: Int64) -> Bool { data.type(at: instant).isDaylightSaving }
+
+    /// Every instant in `range` at which the offset or the daylight saving flag changes, with the
+    /// offset and flag from then on: the table's transitions, then the footer's.
+    public func transitions(in range: Range<Int64>) -> [(instant: Int64, offset: Int64, isDaylightSaving: Bool)] {
+        var result: [(instant: Int64, offset: Int64, isDaylightSaving: Bool)] = []
+        var candidates = data.transitions.filter { range.contains($0) }
+        if let footer = data.footer, let daylight = footer.daylight {
+            let after = max(range.lowerBound, data.transitions.last ?? Int64.min)
+            let first = civilYear(ofDay: floorDivide(after, 86_400)) - 1
+            let last = civilYear(ofDay: floorDivide(range.upperBound, 86_400)) + 1
+            if first <= last {
+                for year in first...last {
+                    let (start, end) = footer.changes(in: year, daylight)
+                    candidates += [start, end].filter { $0 > after && range.contains($0) }
+                }
+            }
+        }
+        var previous = data.type(at: range.lowerBound - 1)
+        for instant in Set(candidates).sorted() {
+            let type = data.type(at: instant)
+            if type != previous { result.append((instant, type.offset, type.isDaylightSaving)) }
+            previous = type
+        }
+        return result
     }
 
     /// The local date and the second of that local day at `instant`.
@@ -119,10 +158,36 @@ public func parseUTCTimestamp(_ text: String) -> Int64? {
 extension Schedule {
     /// The zone a policy is evaluated in: its own, or this computer's (`system`, read once by callers
     /// that ask often).
-    public static func zone(for policy: Policy, system: @autoclosure () -> ZoneRules = ZoneRules(TimeZone.current))
+    public static func zone(for policy: Policy, system: @autoclosure () -> ZoneRules = ZoneRules.system)
         -> ZoneRules
     {
         if let name = policy.timezone, let zone = ZoneRules(identifier: name) { return zone }
         return system()
     }
+}
+
+/// Where zones come from: a source installed once at start-up by each program (the system's tz
+/// database, read outside the core). Without one, only UTC is known.
+public protocol ZoneSource: Sendable {
+    /// The zone of that (already validated) name, or nil if the database has none.
+    func zone(named name: String) -> ZoneRules?
+    /// This computer's own zone.
+    func systemZone() -> ZoneRules
+}
+
+public enum ZoneDatabase {
+    private static let installed = Mutex<(any ZoneSource)?>(nil)
+
+    public static func install(_ source: any ZoneSource) { installed.withLock { $0 = source } }
+
+    public static var source: (any ZoneSource)? { installed.withLock { $0 } }
+
+    /// The zone of a valid name, or nil.
+    public static func zone(named name: String) -> ZoneRules? {
+        guard ZoneRules.isValidName(name) else { return nil }
+        if let source { return source.zone(named: name) }
+        return name == "UTC" || name == "Etc/UTC" ? ZoneRules(identifier: name, data: ZoneRules.utc.data) : nil
+    }
+
+    public static var system: ZoneRules { source?.systemZone() ?? .utc }
 }

@@ -6,27 +6,33 @@
 // login (LoginBench.swift: check-login with the agent idle, under a child's socket attack, frozen, stopped) and
 // idle (IdleBench.swift: the agent's wakeups and CPU with nothing to count, and counting one user) and network
 // (NetworkBench.swift: the network lockout's latency and the cost of its rules) and indicator
-// (IndicatorBench.swift: curfew-indicator's RSS, CPU and wakeups idle, a grant to its new title).
+// (IndicatorBench.swift: curfew-indicator's RSS, CPU and wakeups idle, a grant to its new title) and
+// package (PackageBench.swift: the .deb's sizes, the TZif zone rules against ICU's).
 //
 // Usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network] [indicator]
-//   (no argument: all;
+//   [package]   (no argument: all;
 // TrackingOptions.fromEnvironment lists the environment variables that shorten the tracking section;
 // CURFEW_BENCH_LOGIN_RUNS sets the check-logins per case, 50 by default; CURFEW_BENCH_IDLE_SECONDS the idle
 // section's windows, 30 s by default; CURFEW_BENCH_NETWORK_ROUNDS the network section's rounds, 20 at most and by default;
 // CURFEW_BENCH_INDICATOR_SECONDS the indicator's idle window, 60 s)
 import Foundation
+import CurfewCore
+import CurfewSync
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle", "network", "indicator"]
+let known = ["policy", "tracking", "enforcement", "sync", "syncthing", "reports", "login", "idle", "network", "indicator", "package"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    print("usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network] [indicator]  (unknown: \(unknown))")
+    print(
+        "usage: curfew-bench [policy] [tracking] [enforcement] [sync] [syncthing] [reports] [login] [idle] [network] [indicator] [package]  (unknown: \(unknown))"
+    )
     exit(2)
 }
 let sections = arguments.isEmpty ? known : arguments
+SystemZones.install()
 
 let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-bench-\(getpid())").path
 children.atExit(order: 100) { try? FileManager.default.removeItem(atPath: root) }
@@ -68,6 +74,10 @@ do {
         if sections.count > 1 { print("") }
         try runLoginBenchmarks(
             root: root, runs: ProcessInfo.processInfo.environment["CURFEW_BENCH_LOGIN_RUNS"].flatMap { Int($0) } ?? 50)
+    }
+    if sections.contains("package") {
+        if sections.count > 1 { print("") }
+        try runPackageBenchmarks()
     }
     if sections.contains("idle") {
         if sections.count > 1 { print("") }

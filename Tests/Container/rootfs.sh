@@ -20,7 +20,9 @@ CACHE=${CURFEW_ROOTFS_CACHE:-/var/cache/curfew-tests}
 # the package test installs it with apt-get and no network: libpam-runtime (pam-auth-update),
 # libpam-modules (pam_exec), init-system-helpers (deb-systemd-helper). Debian's sudo: the package test
 # proves that a parent's `sudo` (and `su`, from login) still work once Curfew's PAM line is in the stack.
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers,sudo
+# man-db: the package test reads both installed man pages with `man --warnings`; tzdata (required, in
+# minbase) is named as the package depends on it.
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers,sudo,man-db,tzdata
 TEST_USER=kid
 TEST_UID=1500
 

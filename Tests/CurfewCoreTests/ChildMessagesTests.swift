@@ -6,7 +6,7 @@ import Testing
 /// the notification add one `Curfew:`), local clock times with relative days, never an ISO time, the
 /// rule by name, and what to do whenever time ran out.
 struct ChildMessagesTests {
-    static let zone = ZoneRules(TimeZone(identifier: "Europe/Paris")!)
+    static let zone = ZoneRules(identifier: "Europe/Paris")!
     /// Tuesday 2026-11-24 19:45 in Paris.
     static let now: Int64 = 1_795_545_900
     static let tomorrow7 = now + 11 * 3600 + 15 * 60

@@ -140,7 +140,7 @@ import Testing
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try StateStore(path: "\(directory)/curfew.db")
-        let utc = ZoneRules(TimeZone(identifier: "UTC")!)
+        let utc = ZoneRules.utc
         let day: Int64 = 86_400_000
         let start: Int64 = 1_794_787_200_000  // 2026-11-16T00:00:00Z
         try store.write { db in

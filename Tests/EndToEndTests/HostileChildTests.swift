@@ -340,7 +340,7 @@ struct HostileChildTests {
                 _ = waitForExit(pid)
             }
         }
-        let day = ZoneRules(TimeZone.current).localTime(at: Int64(Date().timeIntervalSince1970)).date
+        let day = ZoneRules.system.localTime(at: Int64(Date().timeIntervalSince1970)).date
         let path = "\(family.shared)/usage/pc-a/\(account.name)/\(day).json"
         func summaryOfA() -> UsageSummary? {
             FileManager.default.contents(atPath: path).flatMap { try? UsageSummary.parse(Array($0)).summary }

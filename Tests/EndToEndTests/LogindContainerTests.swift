@@ -550,11 +550,13 @@ enum StaticCurfewBinaries {
         let repository = CurfewRunner.repositoryRoot
         let scratch = repository.appendingPathComponent(scratchPath)
         let swift = try swiftExecutable()
-        for product in names {
+        // The Makefile's `static` flags, so its build and this one do not relink each other's products;
+        // curfew-multicall is what packaging/deb/build.sh installs.
+        for product in names + ["curfew-multicall"] {
             let started = Date()
             let result = try ContainerScript.run(
                 [swift, "build", "--package-path", repository.path, "--scratch-path", scratch.path, "-c", "release",
-                 "--static-swift-stdlib", "--product", product],
+                 "--static-swift-stdlib", "-Xlinker", "--gc-sections", "--product", product],
                 work: work, timeout: 1800)
             guard result.status == 0 else { throw TestFailure("cannot build \(product) statically:\n\(result)") }
             print("built \(product) (static Swift stdlib) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")

@@ -110,7 +110,7 @@ extension BootedContainer {
             "/usr/bin/curfew", "/usr/sbin/curfewd", "/lib/systemd/system/curfewd.service", "/usr/lib/tmpfiles.d/curfew.conf",
             "/usr/share/pam-configs/curfew", "/usr/share/curfew", "/usr/share/man/man1/curfew.1.gz", "/usr/share/doc/curfew",
             "/etc/systemd/system/multi-user.target.wants/curfewd.service", "/etc/systemd/system/curfewd.service",
-            "/var/lib/curfew", "/run/curfew",
+            "/etc/default/curfew", "/var/lib/curfew", "/run/curfew",
         ]
         return try paths.filter { try run(["test", "-e", $0]).status == 0 }
     }
@@ -195,6 +195,28 @@ extension BootedContainer {
         #expect(manual.contains(".SS check\\-login") && manual.contains("\\-\\-state\\-dir"), "curfew.1:\n\(manual.prefix(2000))")
         try ok(["test", "-s", "/usr/share/man/man8/curfewd.8.gz"])
         try ok(["grep", "-q", "check-login", "/usr/share/bash-completion/completions/curfew"])
+        // One program, installed once: curfewd is a link to curfew, and both names work.
+        #expect(try ok(["readlink", "/usr/sbin/curfewd"]) == "../bin/curfew\n")
+        #expect(try ok(["/usr/sbin/curfewd", "--version"]) == (try ok(["/usr/bin/curfew", "--version"])))
+        // Installed size under 75 MB (dpkg counts KiB).
+        let installedKiB = Int(try ok(["dpkg-query", "-W", "-f=${Installed-Size}", "curfew"])) ?? .max
+        #expect(installedKiB < 75_000_000 / 1024, "installed size \(installedKiB) KiB")
+        // The fail mode is a conffile the administrator edits, not /usr/share/pam-configs.
+        let conffiles = try ok(["dpkg-query", "-W", "-f=${Conffiles}", "curfew"])
+        #expect(conffiles.contains("/etc/default/curfew "), "conffiles: \(conffiles)")
+        #expect(try ok(["grep", "-x", "CURFEW_FAIL_MODE=closed", "/etc/default/curfew"]) == "CURFEW_FAIL_MODE=closed\n")
+        // The documentation: the README and the app catalog's format; the family's own catalog directory.
+        try ok([
+            "test", "-s", "/usr/share/doc/curfew/README.md", "-a", "-s", "/usr/share/doc/curfew/README.catalog.md", "-a", "-s",
+            "/usr/share/doc/curfew/copyright", "-a", "-d", "/etc/curfew/apps",
+        ])
+        // Both pages as man shows them, without a warning.
+        for (section, page, wanted) in [("1", "curfew", ["EXAMPLES", "ENVIRONMENT", "EXIT STATUS", "common options"]), ("8", "curfewd", ["SIGNALS", "JOURNAL", "EXIT STATUS"])] {
+            let shown = try run(["env", "MANWIDTH=80", "LC_ALL=C.UTF-8", "man", "--warnings", section, page])
+            #expect(shown.status == 0 && shown.stderr.isEmpty, "man \(section) \(page): \(shown.stderr)")
+            #expect(wanted.allSatisfy { shown.stdout.contains($0) }, "man \(section) \(page):\n\(shown.stdout.prefix(3000))")
+            #expect(shown.stdout.contains("\(page.uppercased())(\(section))"), "man \(section) \(page)")
+        }
 
         // Installing Curfew changes nothing for a parent: sudo -n and su to root from their own account
         // (pam_exec runs the check with their real uid unless seteuid; root is never managed).
@@ -221,6 +243,28 @@ extension BootedContainer {
         let limited = try installedCurfew(["limit", "kid", "15m"])
         #expect(limited.contains("curfew-test: applied v"), "\(limited)")
         try installedCurfew(["app", "block", "kid", "sleepgame"])
+        // The installed bash completion through bash's own `complete`: a managed user (kid, in the
+        // agent's list once it runs), a catalog app, a lockout action, a weekday and a duration.
+        try waitUntil(seconds: 10, "the agent's list of managed users") {
+            (try? run(["grep", "-qx", "kid", "/var/lib/curfew/managed-users"]))?.status == 0
+        }
+        let completion = """
+            source /usr/share/bash-completion/completions/curfew
+            function=$(complete -p curfew | sed 's/.*-F \\([^ ]*\\) .*/\\1/')
+            try() {
+                COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+                COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+                "$function" curfew "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"
+                echo "${COMPREPLY[*]}"
+            }
+            try curfew limit k
+            try curfew app block kid sleepg
+            try curfew lockout kid ""
+            try curfew limit kid 2h --day s
+            try curfew grant kid 1h
+            """
+        let completed = try ok(["bash", "--norc", "--noprofile", "-c", completion])
+        #expect(completed == "kid\nsleepgame\nlogout lock apps none\nsat sun\n1h 1h30m\n", "bash completion: \(completed)")
 
         // A blocked app dies: kid starts it (a unit of its own, as a desktop would), SIGTERM ends it.
         clock = Date()
@@ -330,7 +374,10 @@ extension BootedContainer {
         // What stays: the data, the socket's directory, and the unit's mask that debhelper's postrm
         // also leaves after remove (a unit file of the removed package cannot be started by accident).
         let afterRemove = try leftovers()
-        #expect(afterRemove == ["/etc/systemd/system/curfewd.service", "/var/lib/curfew", "/run/curfew"], "after remove: \(afterRemove)")
+        // The conffile /etc/default/curfew stays until purge, as dpkg keeps every conffile on remove.
+        #expect(
+            afterRemove == ["/etc/systemd/system/curfewd.service", "/etc/default/curfew", "/var/lib/curfew", "/run/curfew"],
+            "after remove: \(afterRemove)")
         #expect(try ok(["readlink", "/etc/systemd/system/curfewd.service"]) == "/dev/null\n")
         #expect(!(try ok(["cat", "/etc/pam.d/common-account"])).contains("curfew"))
         #expect(try suKid().status == 0, "su - kid after remove")

@@ -43,7 +43,7 @@ struct UsageAcrossComputersTests {
         return (account, family)
     }
 
-    func today() -> LocalDate { ZoneRules(TimeZone.current).localTime(at: Int64(Date().timeIntervalSince1970)).date }
+    func today() -> LocalDate { ZoneRules.system.localTime(at: Int64(Date().timeIntervalSince1970)).date }
 
     @Test func eachComputerCountsTheOthersTimeWhenThePolicySaysSo() throws {
         let (account, family) = try setUp(limit: "8h")

@@ -1,6 +1,9 @@
 #!/bin/bash
-# Builds curfew_<version>_<arch>.deb with dpkg-deb from the two binaries linked with the Swift standard
-# library statically (`swift build -c release --static-swift-stdlib`, see the Makefile's `deb` target).
+# Builds curfew_<version>_<arch>.deb with dpkg-deb from the multi-call program curfew-multicall linked
+# with the Swift standard library statically (`swift build -c release --static-swift-stdlib`, see the
+# Makefile's `static` and `deb` targets). It is installed once, as /usr/bin/curfew, and /usr/sbin/curfewd
+# is a link to it: the program's name chooses the command or the agent, so the Swift runtime,
+# Foundation and ICU are on disk (and in the page cache) once, not twice.
 #
 #   packaging/deb/build.sh BINDIR OUTDIR      prints the path of the .deb
 #
@@ -18,10 +21,19 @@ REPO=$(cd "$HERE/../.." && pwd)
 BINDIR=$(cd "$1" && pwd)
 mkdir -p "$2"
 OUTDIR=$(cd "$2" && pwd)
-for tool in dpkg-deb dpkg-shlibdeps strip gzip python3; do
-    command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3)"
+for tool in dpkg-deb dpkg-shlibdeps strip gzip python3 man; do
+    command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3 man-db)"
 done
-for binary in curfew curfewd curfew-indicator; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+for binary in curfew-multicall curfew-indicator; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+# The program under both of its names, for the version, the man pages and the completions.
+mkdir "$stage/bin"
+ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfew"
+ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfewd"
+ln -s "$BINDIR/curfew-indicator" "$stage/bin/curfew-indicator"
+BINDIR=$stage/bin
 
 upstream=$("$BINDIR/curfew" --version)
 [[ "$upstream" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || die "curfew --version must print a version, got '$upstream'"
@@ -36,17 +48,16 @@ arch=$(dpkg --print-architecture)
 changelog_date=$(sed -n 's/^ -- .*>  //p' "$HERE/changelog" | head -n 1)
 export SOURCE_DATE_EPOCH=$(date -d "$changelog_date" +%s)
 
-stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 umask 022
 
-# Binaries, stripped as dh_strip does (lintian: unstripped-binary-or-object).
+# The program, stripped as dh_strip does (lintian: unstripped-binary-or-object), and the agent's name
+# for it.
 install -D -m 755 "$BINDIR/curfew" "$root/usr/bin/curfew"
-install -D -m 755 "$BINDIR/curfewd" "$root/usr/sbin/curfewd"
 install -D -m 755 "$BINDIR/curfew-indicator" "$root/usr/bin/curfew-indicator"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" \
-    "$root/usr/bin/curfew-indicator"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/bin/curfew-indicator"
+install -d "$root/usr/sbin"
+ln -s ../bin/curfew "$root/usr/sbin/curfewd"
 
 # The child's tray item, started in every graphical login (it exits at once for accounts Curfew does
 # not manage), and its icons.
@@ -58,6 +69,8 @@ done
 install -D -m 644 "$REPO/packaging/systemd/curfewd.service" "$root/lib/systemd/system/curfewd.service"
 install -D -m 644 "$REPO/packaging/tmpfiles/curfew.conf" "$root/usr/lib/tmpfiles.d/curfew.conf"
 install -D -m 644 "$REPO/packaging/pam-configs/curfew" "$root/usr/share/pam-configs/curfew"
+# The administrator's settings (the fail mode, read by the agent and by check-login): a conffile.
+install -D -m 644 "$REPO/packaging/default/curfew" "$root/etc/default/curfew"
 
 # The default policy and the app catalog (the CLI and the agent read /etc/curfew/apps, then
 # /usr/share/curfew/apps).
@@ -65,15 +78,26 @@ install -D -m 644 "$REPO/policies/default.json" "$root/usr/share/curfew/policies
 mkdir -p "$root/usr/share/curfew/apps" "$root/usr/share/doc/curfew/examples"
 install -m 644 "$REPO"/policies/apps/*.json "$root/usr/share/curfew/apps/"
 install -m 644 "$REPO"/policies/examples/*.json "$root/usr/share/doc/curfew/examples/"
+# The README, and the app catalog's format (the family's own entries go in /etc/curfew/apps).
+install -m 644 "$REPO/README.md" "$root/usr/share/doc/curfew/README.md"
+install -m 644 "$REPO/policies/apps/README.md" "$root/usr/share/doc/curfew/README.catalog.md"
+install -d "$root/etc/curfew/apps"
 
-# Man pages from the binaries' own help.
+# Man pages from the binaries' own help and the hand-written sections (curfew.1.in, curfewd.8.in).
 day=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 mkdir -p "$root/usr/share/man/man1" "$root/usr/share/man/man8"
-python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" > "$root/usr/share/man/man1/curfew.1"
-python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" > "$root/usr/share/man/man8/curfewd.8"
+python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" "$HERE/curfew.1.in" > "$root/usr/share/man/man1/curfew.1"
+python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" "$HERE/curfewd.8.in" > "$root/usr/share/man/man8/curfewd.8"
+# Both pages read cleanly (lintian runs groff too, in `make deb`).
+for page in "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"; do
+    warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$page" 2>&1 > /dev/null) ||
+        die "man cannot format $page"
+    [ -z "$warnings" ] || die "man --warnings on $page: $warnings"
+done
 gzip -9n "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"
 
-# Completions, from ArgumentParser.
+# Completions, from ArgumentParser: managed users and catalog apps are asked of curfew when the shell
+# completes; lockout actions, weekdays and durations are lists (Sources/CurfewCLI/Completions.swift).
 install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
     "$root/usr/share/fish/vendor_completions.d"
 "$BINDIR/curfew" --generate-completion-script bash > "$root/usr/share/bash-completion/completions/curfew"
@@ -95,11 +119,13 @@ chmod 644 "$root/usr/share/doc/curfew/changelog.Debian.gz"
 # Depends: dpkg-shlibdeps reads debian/control of a source tree; give it a minimal one.
 mkdir -p "$stage/src/debian"
 printf 'Source: curfew\n\nPackage: curfew\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/sbin/curfewd" "$root/usr/bin/curfew-indicator" 2> "$stage/shlibdeps.log") ||
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/bin/curfew-indicator" 2> "$stage/shlibdeps.log") ||
     die "dpkg-shlibdeps failed: $(cat "$stage/shlibdeps.log")"
 shlibs=${shlibs#shlibs:Depends=}
 [ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
 depends="$shlibs, libpam-runtime (>= 1.0.1-6), libpam-modules, systemd, init-system-helpers (>= 1.52)"
+# Time zones are read from the system's tz database.
+depends="$depends, tzdata"
 
 install -d -m 755 "$root/DEBIAN"
 # Files under /etc are the administrator's to edit (a changed one is kept on upgrade).
@@ -128,9 +154,10 @@ Description: family screen-time rules for Linux: limits, bedtimes, app rules
  systemd service), the PAM login check and the app catalog.
 EOF
 install -m 755 "$HERE/postinst" "$HERE/prerm" "$HERE/postrm" "$root/DEBIAN/"
+echo /etc/default/curfew > "$root/DEBIAN/conffiles"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     > "$root/DEBIAN/md5sums"
-chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 find "$root" -type d -exec chmod 755 {} +
 
 deb="$OUTDIR/curfew_${version}_${arch}.deb"

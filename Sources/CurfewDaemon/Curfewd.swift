@@ -1,5 +1,6 @@
 import ArgumentParser
 import CurfewAgent
+import CurfewCore
 import CurfewLinux
 import CurfewStore
 import CurfewSync
@@ -8,10 +9,9 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// `curfewd`: flags, logging, and the agent's ServiceGroup.
-@main
-struct Curfewd: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `curfewd`: flags, logging, and the agent's ServiceGroup (a library, so the multi-call program can run it).
+public struct Curfewd: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "curfewd",
         abstract: "The Curfew agent: counts managed users' screen and app time and enforces their rules.",
         version: Agent.version)
@@ -75,12 +75,40 @@ struct Curfewd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Move the agent's clock ahead by the milliseconds in this file (tests).", visibility: .private))
     var clockOffsetFile: String?
 
-    func validate() throws {
+    @Option(help: ArgumentHelp(
+        "Seconds between looks at a time zone's file in the tz database for changes (1-3600).", valueName: "seconds",
+        visibility: .hidden))
+    var zoneRecheck = 60
+
+    public init() {}
+
+    /// Parses the program's arguments and runs the agent, as `@main` would (a plain call of `main()`
+    /// from another module picks ParsableCommand's synchronous one, which cannot run an async command),
+    /// with the agent's quiet global executor installed before the first task is created
+    /// (QuietGlobalExecutor: libdispatch's would wake the agent once a second).
+    public static func start() async {
+        QuietGlobalExecutor.install()
+        do {
+            var command = try parseAsRoot()
+            if let agent = command as? Curfewd {
+                try await agent.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    public func validate() throws {
         if let clockOffsetFile {
             var status = stat()
             guard stat(clockOffsetFile, &status) == 0, status.st_uid == 0, status.st_mode & 0o022 == 0 else {
                 throw ValidationError("clock offset file must exist, be root's and writable by root only, got \(clockOffsetFile)")
             }
+        }
+        guard zoneRecheck >= 1 && zoneRecheck <= 3600 else {
+            throw ValidationError("zone recheck must be between 1 and 3600 seconds, got \(zoneRecheck)")
         }
         guard eventRetention >= 1 && eventRetention <= 36_500 else {
             throw ValidationError("event retention must be between 1 and 36500 days, got \(eventRetention)")
@@ -106,23 +134,9 @@ struct Curfewd: AsyncParsableCommand {
         }
     }
 
-    /// ArgumentParser's own `main`, with the agent's quiet global executor installed before the first
-    /// task is created (QuietGlobalExecutor: libdispatch's would wake the agent once a second).
-    static func main() async {
-        QuietGlobalExecutor.install()
-        do {
-            var command = try parseAsRoot()
-            if let agent = command as? Curfewd {
-                try await agent.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            exit(withError: error)
-        }
-    }
-
-    func run() async throws {
+    public func run() async throws {
+        // Time zones come from the system's tz database, looked at again for a tzdata upgrade.
+        ZoneDatabase.install(SystemZones(recheckSeconds: Int64(zoneRecheck)))
         let environment = ProcessInfo.processInfo.environment
         let state = Locations.stateDirectory(stateDir, environment: environment)
         let shared = Locations.sharedDirectory(sharedDir, stateDirectory: state, environment: environment)
@@ -148,7 +162,10 @@ struct Curfewd: AsyncParsableCommand {
             configuration.clock = .offset(byMillisecondsIn: clockOffsetFile)
             logger.warning("the agent's clock is moved by a test file", metadata: ["file": "\(clockOffsetFile)"])
         }
-        configuration.failOpen = failOpen || environment["CURFEW_FAIL_MODE"] == "open"
+        // --fail-open, else CURFEW_FAIL_MODE from the environment, else from /etc/default/curfew.
+        let configured = DefaultsFile.failMode(environment: environment)
+        if let error = configured.error { logger.error("\(error)") }
+        configuration.failOpen = failOpen || configured.mode == .open
         configuration.stopGraceMilliseconds = Int64(stopGrace * 1000)
         configuration.beltGraceMilliseconds = Int64(beltGrace * 1000)
         configuration.userRuntimeRoot = userRuntimeRoot
