@@ -64,7 +64,24 @@ struct Curfewd: AsyncParsableCommand {
         valueName: "days"))
     var eventRetention = AgentStateKeys.defaultEventRetentionDays
 
+    @Option(help: ArgumentHelp(
+        "on: deny the exec of a blocked app before it runs, where the kernel (fanotify) and CAP_SYS_ADMIN allow it; off: only stop apps after they start.",
+        valueName: "on|off"))
+    var execGuard = "on"
+
+    @Option(help: ArgumentHelp("A test's hook: milliseconds the exec guard stalls before deciding a managed user's exec.", visibility: .hidden))
+    var execGuardStall: Int64 = 0
+
+    @Flag(help: ArgumentHelp(
+        "Set up the exec guard (fanotify) as the agent would, say whether it works here, remove it and exit (0: it does).",
+        visibility: .hidden))
+    var checkExecGuard = false
+
     func validate() throws {
+        guard execGuard == "on" || execGuard == "off" else { throw ValidationError("exec guard must be on or off, got \(execGuard)") }
+        guard execGuardStall >= 0 && execGuardStall <= 60_000 else {
+            throw ValidationError("exec guard stall must be between 0 and 60000 milliseconds, got \(execGuardStall)")
+        }
         guard eventRetention >= 1 && eventRetention <= 36_500 else {
             throw ValidationError("event retention must be between 1 and 36500 days, got \(eventRetention)")
         }
@@ -87,6 +104,18 @@ struct Curfewd: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if checkExecGuard {
+            do {
+                let execGuard = try ExecGuard(identities: FileIdentityCache())
+                let (marked, failed) = execGuard.markMounts()
+                execGuard.removeMarks()
+                print("exec guard: available; \(marked.count) filesystems marked" + failed.map { "; cannot mark \($0.0): \($0.1)" }.joined())
+            } catch {
+                print("exec guard: unavailable: \(error)")
+                throw ExitCode(1)
+            }
+            return
+        }
         let environment = ProcessInfo.processInfo.environment
         let state = Locations.stateDirectory(stateDir, environment: environment)
         let shared = Locations.sharedDirectory(sharedDir, stateDirectory: state, environment: environment)
@@ -111,6 +140,8 @@ struct Curfewd: AsyncParsableCommand {
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
         configuration.usageIntervalMilliseconds = Int64(usageInterval * 1000)
         configuration.eventRetentionDays = eventRetention
+        configuration.execGuard = execGuard == "on"
+        configuration.execGuardStallMilliseconds = execGuardStall
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, logger: logger)

@@ -324,7 +324,8 @@ public final class ExecGuard: Sendable {
     public func runWatchdog(until stop: Int32, logger: Logger) {
         let quarter = max(1, deadlineNanoseconds / 4_000_000)
         var lastLogged: Int64 = .min / 2
-        var lateSinceLog: Int64 = 0
+        /// Execs allowed late since the last log line.
+        var lateBefore: Int64 = 0
         while true {
             let armed = stallMilliseconds > 0 || !rules.withLock { $0.isEmpty }
             let ready = Readiness.wait([stop, rulesChanged.descriptor], timeoutMilliseconds: armed ? quarter : -1)
@@ -336,7 +337,17 @@ public final class ExecGuard: Sendable {
             else { continue }
             respond(fd: Int32(token - 1), response: UInt32(FAN_ALLOW))
             current.store(-2, ordering: .releasing)
-            var count: Int64 = 1
+            late.add(1, ordering: .relaxed)
+            // Said when it happens (at most once a minute, with how many were allowed late meanwhile).
+            let now = Self.monotonicNanoseconds()
+            if now - lastLogged >= 60_000_000_000 {
+                lastLogged = now
+                logger.warning(
+                    "exec guard: a decision took longer than the deadline; execs are allowed until it is back (apps still stop after they start)",
+                    metadata: ["late.before": "\(lateBefore)", "deadline.ms": "\(deadlineNanoseconds / 1_000_000)"])
+                lateBefore = 0
+            }
+            lateBefore += 1
             // While the guard thread is held up, everything that queues is allowed here.
             var event = fanotify_event_metadata()
             let eventSize = MemoryLayout<fanotify_event_metadata>.size
@@ -346,21 +357,12 @@ public final class ExecGuard: Sendable {
                     if event.fd >= 0 {
                         respond(fd: event.fd, response: UInt32(FAN_ALLOW))
                         close(event.fd)
-                        count += 1
+                        late.add(1, ordering: .relaxed)
+                        lateBefore += 1
                     }
                     continue
                 }
                 if Readiness.wait([stop, descriptor], timeoutMilliseconds: quarter).first == true { break }
-            }
-            late.add(count, ordering: .relaxed)
-            lateSinceLog += count
-            let now = Self.monotonicNanoseconds()
-            if now - lastLogged >= 60_000_000_000 {
-                lastLogged = now
-                logger.warning(
-                    "exec guard: the decision took longer than the deadline; execs were allowed (apps still stop after they start)",
-                    metadata: ["execs": "\(lateSinceLog)", "deadline.ms": "\(deadlineNanoseconds / 1_000_000)"])
-                lateSinceLog = 0
             }
         }
     }
