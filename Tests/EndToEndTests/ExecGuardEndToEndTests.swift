@@ -29,6 +29,8 @@ struct ExecGuardEndToEndTests {
         var child: Accounts.Account
         var otherChild: Accounts.Account
         var game: String
+        /// Another catalog game nobody blocks at first.
+        var laterGame: String
     }
 
     /// `blockedgame` (a copy of sleep with a build-id of its own, matched by path) blocked for the
@@ -49,6 +51,10 @@ struct ExecGuardEndToEndTests {
             toPath: "\(catalog)/interpreters.json")
         try Data(#"{"name": "blockedgame", "category": "game", "match": {"executablePaths": ["\#(game)"]}}"#.utf8)
             .write(to: URL(fileURLWithPath: "\(catalog)/blockedgame.json"))
+        let laterGame = "\(games)/latergame"
+        try AppIdentityEndToEndTests.uniqueBinary(from: "/bin/sleep", to: laterGame)
+        try Data(#"{"name": "latergame", "category": "game", "match": {"executablePaths": ["\#(laterGame)"]}}"#.utf8)
+            .write(to: URL(fileURLWithPath: "\(catalog)/latergame.json"))
         runner.catalogDirectory = catalog
         try runner.ok(["init"])
         for account in [child, otherChild] {
@@ -58,7 +64,7 @@ struct ExecGuardEndToEndTests {
             try runner.ok(["timezone", account.name, "UTC"])
         }
         try runner.ok(["app", "block", child.name, "blockedgame"])
-        return Setup(runner: runner, child: child, otherChild: otherChild, game: game)
+        return Setup(runner: runner, child: child, otherChild: otherChild, game: game, laterGame: laterGame)
     }
 
     /// The agent with the exec guard `mode` (nil: the default); waits until the guard is watching.
@@ -127,6 +133,18 @@ struct ExecGuardEndToEndTests {
         #expect(try run(as: "root", [setup.game, "0.1"]).status == 0)
         // The child's other programs run.
         #expect(try run(as: setup.child.name, ["/bin/sh", "-c", "/bin/sleep 0.1 && /bin/true"]).status == 0)
+        // A game the guard let everyone run (the kernel stops asking about it) is denied once blocked.
+        #expect(try run(as: setup.child.name, [setup.laterGame, "0.1"]).status == 0)
+        #expect(try run(as: Self.unmanaged, [setup.laterGame, "0.1"]).status == 0)
+        try runner.ok(["app", "block", setup.child.name, "latergame"])
+        try waitUntil(seconds: 10, "the new block in force") { agent.log.contains("version=6") }
+        var later = try run(as: setup.child.name, ["/bin/sh", "-c", "\(setup.laterGame) 30"])
+        for _ in 0..<50 where later.status != 126 {
+            // The agent takes the new policy within a tick or so.
+            usleep(100_000)
+            later = try run(as: setup.child.name, ["/bin/sh", "-c", "\(setup.laterGame) 30"])
+        }
+        #expect(later.status == 126 && later.stderr.contains("Operation not permitted"), "\(later)\n\(agent.log.suffix(2000))")
         // Told and recorded as a stop, the event saying the exec was denied.
         var denied: [[String: Any]] = []
         try waitUntil(seconds: 10, "app-stopped events of denied execs") {

@@ -46,6 +46,10 @@ public final class ExecGuard: Sendable {
     let rules = Mutex(ExecRules())
     /// Signalled when rules are published: the watchdog arms itself while some user has something denied.
     let rulesChanged = EventSignal()
+    /// Signalled with `rulesChanged`, for the guard thread: it marks the filesystems while some user has
+    /// something denied and removes the marks while nobody has (then no exec on the machine waits for
+    /// the agent at all), and drops the ignore marks, which were decided under the old rules.
+    let marksChanged = EventSignal()
     let denials = Mutex<(list: [DeniedExec], dropped: Int)>(([], 0))
     let onDenial: @Sendable () -> Void
     /// The event the guard thread holds: its descriptor + 1; 0 none; -1 the watchdog is answering it;
@@ -92,6 +96,7 @@ public final class ExecGuard: Sendable {
         var old = new
         rules.withLock { swap(&$0, &old) }
         rulesChanged.signal()
+        marksChanged.signal()
     }
 
     /// The execs denied since the last call, and how many more were denied than kept.
@@ -224,15 +229,35 @@ public final class ExecGuard: Sendable {
         var pollers = [
             pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: stop, events: Int16(POLLIN), revents: 0),
             pollfd(fd: mountInfo, events: Int16(POLLPRI), revents: 0),
+            pollfd(fd: marksChanged.descriptor, events: Int16(POLLIN), revents: 0),
         ]
+        var watching = !marked.withLock { $0.isEmpty }
         while true {
             pollers[0].revents = 0
             pollers[1].revents = 0
             pollers[2].revents = 0
+            pollers[3].revents = 0
             let ready = poll(&pollers, nfds_t(pollers.count), -1)
             if ready < 0 && errno != EINTR { break }
             if pollers[1].revents != 0 { break }
-            if pollers[2].revents & Int16(POLLPRI | POLLERR) != 0 {
+            if pollers[3].revents != 0 {
+                marksChanged.drain()
+                // Ignore marks were decided under the old rules (inode marks only: FAN_MARK_FLUSH alone).
+                _ = fanotify_mark(descriptor, UInt32(FAN_MARK_FLUSH), 0, AT_FDCWD, nil)
+                let needed = !rules.withLock { $0.isEmpty }
+                if needed && !watching {
+                    let (newMounts, failures) = markMounts()
+                    logger.debug("exec guard: watching execs", metadata: ["mounts": "\(newMounts.count)"])
+                    for (point, error) in failures {
+                        logger.notice("exec guard: cannot mark a mount", metadata: ["mount": "\(point)", "error": "\(error)"])
+                    }
+                } else if !needed && watching {
+                    removeMarks()
+                    logger.debug("exec guard: nothing is denied to anyone; not watching execs")
+                }
+                watching = needed
+            }
+            if watching && pollers[2].revents & Int16(POLLPRI | POLLERR) != 0 {
                 let (newMounts, failures) = markMounts()
                 if !newMounts.isEmpty { logger.info("exec guard: marked new mounts", metadata: ["mounts": "\(newMounts)"]) }
                 for (point, error) in failures {
@@ -257,6 +282,8 @@ public final class ExecGuard: Sendable {
                     if denial != nil { answer = UInt32(FAN_DENY) }
                 }
                 let answeredByUs = finish(fd: fd, response: answer)
+                // After the answer: a file nobody is denied now is not shown to the guard again.
+                if answeredByUs && denial == nil { ignoreIfAllowedToAll(fd: fd, name: name, path: path) }
                 close(fd)
                 if answeredByUs, let denial {
                     denied.add(1, ordering: .relaxed)
@@ -295,6 +322,23 @@ public final class ExecGuard: Sendable {
         let filePath = String(
             decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
         return rules.denial(uid: uid, path: filePath, identities: known)
+    }
+
+    /// Makes the kernel stop asking about the file open as `fd` (an ignore mark on its inode, dropped
+    /// when the file is written, and by `run` whenever the rules change) when no managed user is
+    /// denied it now: with its identity (read now, after the answer, if it was not known), its path and
+    /// the rules, exactly as `decide` would name it for each of them. Interpreters and the dynamic
+    /// loader, opened by most execs, are never denied and so are shown once.
+    func ignoreIfAllowedToAll(fd: Int32, name: UnsafeMutablePointer<CChar>, path: UnsafeMutablePointer<CChar>) {
+        let rules = self.rules.withLock { $0 }
+        guard !rules.isEmpty else { return }
+        Self.writeDecimal(fd, prefix: "/proc/self/fd/", into: name)
+        let length = readlink(name, path, Int(PATH_MAX))
+        guard length > 0, let identity = identities.identities(ofFile: String(cString: name)) else { return }
+        let filePath = String(
+            decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+        for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: identity.all) != nil { return }
+        _ = fanotify_mark(descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd, nil)
     }
 
     /// Answers the event on `fd` unless the watchdog took it; whether the guard thread answered.
