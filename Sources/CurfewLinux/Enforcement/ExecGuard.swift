@@ -208,7 +208,10 @@ public final class ExecGuard: Sendable {
     /// Answers events until `stop` is readable, then removes the marks. Marks new mounts as they
     /// appear. Every event read is answered before the next is read.
     public func run(until stop: Int32, logger: Logger) {
-        defer { removeMarks() }
+        defer {
+            removeMarks()
+            allowQueued()
+        }
         let ownPID = getpid()
         let procDirectory = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { if procDirectory >= 0 { close(procDirectory) } }
@@ -339,6 +342,17 @@ public final class ExecGuard: Sendable {
             decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
         for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: identity.all) != nil { return }
         _ = fanotify_mark(descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd, nil)
+    }
+
+    /// Allows every event already queued (after the marks are gone, nothing new arrives).
+    func allowQueued() {
+        var event = fanotify_event_metadata()
+        let eventSize = MemoryLayout<fanotify_event_metadata>.size
+        while Glibc.read(descriptor, &event, eventSize) == eventSize {
+            guard event.fd >= 0 else { continue }
+            respond(fd: event.fd, response: UInt32(FAN_ALLOW))
+            close(event.fd)
+        }
     }
 
     /// Answers the event on `fd` unless the watchdog took it; whether the guard thread answered.
