@@ -239,8 +239,10 @@ extension BootedContainer {
         #expect((game.stdout + game.stderr).contains(guarded ? "code=exited/status=203" : "code=killed/status=TERM"), "\(game)")
         #expect(gameSeconds < 5, "the blocked game lived \(gameSeconds) s")
         if guarded {
-            try waitUntil(seconds: 10, "the denied exec recorded") {
-                ((try? self.run(["journalctl", "--no-pager", "-u", "curfewd", "-g", "denied an app's exec"]))?.stdout ?? "").contains("sleepgame")
+            // The app and the user are the log line's journal fields.
+            try waitUntil(seconds: 10, "the denied exec logged") {
+                ((try? self.run(["journalctl", "--no-pager", "-u", "curfewd", "-o", "verbose", "-g", "denied an app's exec"]))?.stdout ?? "")
+                    .contains("APP=sleepgame")
             }
         }
 
@@ -368,7 +370,7 @@ extension BootedContainer {
         #expect(dpkg.status != 0 || dpkg.stdout.contains("not-installed"), "\(dpkg)")
 
         print(
-            "package in the container: exposure \(exposure.map { String($0) } ?? "?"); installed in \(String(format: "%.1f", installSeconds)) s; blocked game died after \(String(format: "%.1f", gameSeconds)) s; back \(String(format: "%.1f", restartSeconds)) s after SIGKILL (\(Int(beforeKill)) s counted before, \(Int(afterKill)) s after); logged out \(String(format: "%.1f", sessionSeconds)) s after login; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines))"
+            "package in the container: exposure \(exposure.map { String($0) } ?? "?"); installed in \(String(format: "%.1f", installSeconds)) s; blocked game \(guarded ? "denied" : "dead") after \(String(format: "%.1f", gameSeconds)) s; back \(String(format: "%.1f", restartSeconds)) s after SIGKILL (\(Int(beforeKill)) s counted before, \(Int(afterKill)) s after); logged out \(String(format: "%.1f", sessionSeconds)) s after login; su at the limit: \(refused.output.trimmingCharacters(in: .whitespacesAndNewlines))"
         )
     }
 }
