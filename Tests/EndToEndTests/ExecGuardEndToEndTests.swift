@@ -149,9 +149,11 @@ struct ExecGuardEndToEndTests {
         var denied: [[String: Any]] = []
         try waitUntil(seconds: 10, "app-stopped events of denied execs") {
             denied = ((try? events(runner)) ?? []).filter { ($0["data"] as? [String: Any])?["execDenied"] as? Bool == true }
-            return denied.count >= 21
+            return denied.count >= 22
         }
-        #expect(denied.allSatisfy { ($0["data"] as? [String: Any])?["app"] as? String == "blockedgame" && $0["user"] as? String == Self.child })
+        let apps = denied.map { ($0["data"] as? [String: Any])?["app"] as? String ?? "?" }
+        #expect(apps.filter { $0 == "blockedgame" }.count >= 21 && apps.contains("latergame"), "\(apps)")
+        #expect(Set(apps) == ["blockedgame", "latergame"] && denied.allSatisfy { $0["user"] as? String == Self.child }, "\(denied)")
         #expect(agent.log.contains("denied an app's exec"))
         #expect(agent.stop() == 0)
         #expect(agent.log.contains("exec guard stopped: marks removed"), "\(agent.log.suffix(1000))")
