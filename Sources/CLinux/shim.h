@@ -28,4 +28,9 @@ extern int eventfd(unsigned int __count, int __flags);
 #define CURFEW_EFD_CLOEXEC 02000000
 #define CURFEW_EFD_NONBLOCK 00004000
 
+// fanotify(7): fanotify_init(2), fanotify_mark(2), struct fanotify_event_metadata and
+// struct fanotify_response, and the FAN_* constants (<linux/fanotify.h>, linux-libc-dev). Swift's Glibc
+// module does not include <sys/fanotify.h>; it declares nothing the Glibc module also declares.
+#include <sys/fanotify.h>
+
 #endif

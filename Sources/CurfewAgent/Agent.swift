@@ -14,7 +14,7 @@ public final class Agent: Sendable {
     public let configuration: AgentConfiguration
     /// What the agent calls now (the machine's clock unless a test moves it).
     public var clock: AgentClock { configuration.clock }
-    public let state = AgentState()
+    public let state: AgentState
     let store: StateStore
     let loader: PolicyLoader
     let catalog: AppCatalog
@@ -30,10 +30,41 @@ public final class Agent: Sendable {
     let confirmations: ConfirmationStore
     /// Serialises confirming; true once the confirmations believed written were checked on disk.
     let confirmationsChecked = Mutex(false)
+    /// Executable identities, shared by the tracker (which reads files) and the exec guard (which
+    /// only looks up what was read).
+    let identities = FileIdentityCache()
+    /// Denies execs of blocked apps before they run; nil when off or unavailable (`execGuardMode`).
+    let execGuard: ExecGuard?
+    /// "on", "off", or "off: <why>" for the log.
+    public let execGuardMode: String
 
     public init(configuration: AgentConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        let state = AgentState()
+        self.state = state
+        if configuration.execGuard {
+            do {
+                execGuard = try ExecGuard(
+                    identities: identities, deadlineMilliseconds: configuration.execGuardDeadlineMilliseconds,
+                    stallMilliseconds: configuration.execGuardStallMilliseconds, onDenial: { state.trackerWake.signal() })
+                execGuardMode = "on"
+            } catch {
+                execGuard = nil
+                let why =
+                    error.errno == EPERM
+                    ? "fanotify needs CAP_SYS_ADMIN (and fanotify_init, fanotify_mark past any system call filter)"
+                    : "the kernel has no fanotify permission events (FAN_OPEN_EXEC_PERM)"
+                execGuardMode = "off: \(why) (\(error))"
+                logger.notice(
+                    "running without the exec guard: blocked apps are stopped after they start",
+                    metadata: ["reason": "\(why)", "error": "\(error)"])
+            }
+        } else {
+            execGuard = nil
+            execGuardMode = "off"
+            logger.info("exec guard off (--exec-guard off): blocked apps are stopped after they start")
+        }
         try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)
         let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
         let shared = SharedDirectory(path: configuration.sharedDirectory, trust: keyRing)
@@ -93,7 +124,32 @@ public final class Agent: Sendable {
             ThreadService(name: "socket", agent: self) { agent, stop in agent.runSocket(stop) },
             ThreadService(name: "enforcer", agent: self) { agent, stop in Enforcer(agent: agent).run(until: stop) },
             ThreadService(name: "usage-exchange", agent: self) { agent, stop in UsageExchange(agent: agent).run(until: stop) },
+        ] + execGuardServices()
+    }
+
+    /// The exec guard's thread and its watchdog, when the guard is on.
+    func execGuardServices() -> [any Service] {
+        guard execGuard != nil else { return [] }
+        return [
+            ThreadService(name: "exec-guard", agent: self) { agent, stop in agent.runExecGuard(stop) },
+            ThreadService(name: "exec-watchdog", agent: self) { agent, stop in
+                agent.execGuard?.runWatchdog(until: stop.descriptor, logger: agent.logger)
+            },
         ]
+    }
+
+    /// Marks every mounted filesystem, then answers execs until the agent stops; the marks go with it.
+    func runExecGuard(_ stop: StopFlag) {
+        guard let execGuard else { return }
+        let (marked, failed) = execGuard.markMounts()
+        for (point, error) in failed {
+            logger.notice("exec guard: cannot mark a mount; execs from it are stopped after they start", metadata: ["mount": "\(point)", "error": "\(error)"])
+        }
+        logger.info(
+            "exec guard on: execs of blocked apps are denied before they run",
+            metadata: ["mounts": "\(marked.count)", "deadline.ms": "\(configuration.execGuardDeadlineMilliseconds)"])
+        execGuard.run(until: stop.descriptor, logger: logger)
+        logger.info("exec guard stopped: marks removed")
     }
 
     /// Tells systemd and every loop that the agent is stopping; the tracker then flushes.

@@ -38,6 +38,13 @@ public struct AgentConfiguration: Sendable {
     public var eventRetentionDays = AgentStateKeys.defaultEventRetentionDays
     /// What the agent calls now: the machine's clock unless a test moves it (`AgentClock`).
     public var clock = AgentClock.machine
+    /// Whether execs of blocked apps are denied before they run (fanotify, `ExecGuard`) where the
+    /// kernel and the agent's capabilities allow it; apps are stopped after they start either way.
+    public var execGuard = true
+    /// How long the exec guard may take to answer before its watchdog allows the exec.
+    public var execGuardDeadlineMilliseconds: Int64 = 100
+    /// A test's hook: the exec guard sleeps this long before deciding a managed user's exec.
+    public var execGuardStallMilliseconds: Int64 = 0
 
     public init(
         stateDirectory: String, sharedDirectory: String, socketPath: String, tickMilliseconds: Int64 = 1_000,

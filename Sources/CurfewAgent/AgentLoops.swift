@@ -16,13 +16,15 @@ extension Agent {
             state: state, store: store, catalog: catalog, logger: logger,
             useProcessConnector: configuration.useProcessConnector,
             stopGraceMilliseconds: configuration.stopGraceMilliseconds,
-            enforcementPollMilliseconds: configuration.enforcementPollMilliseconds, clock: configuration.clock.now)
+            enforcementPollMilliseconds: configuration.enforcementPollMilliseconds, identities: identities,
+            execGuard: execGuard, clock: configuration.clock.now)
         tracker.start()
         _ = SystemdNotify.send("READY=1\nSTATUS=tracking \(state.policies.count) managed users")
         logger.info(
             "curfewd ready",
             metadata: [
                 "users": "\(state.policies.count)", "process.connector": "\(tracker.usesProcessConnector)",
+                "exec.guard": "\(execGuardMode)",
                 "state.dir": "\(configuration.stateDirectory)",
             ])
         tracker.run(tickMilliseconds: configuration.tickMilliseconds, until: stop)

@@ -10,7 +10,7 @@ extension SocketProtocol {
     /// minutes: a counting child's seconds do not make a new line every second), and when to look
     /// again without a wake: the next change of state or the next local day.
     static func watchView(of user: String, agent: Agent) -> PeerSocketWatch.View? {
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = agent.clock.wallSeconds
         guard let status = agent.status(of: user, now: now) else { return nil }
         let json = status.json
         let line = JSONValue.object(JSONObject([("ok", .bool(true)), ("status", json)])).canonicalString

@@ -83,14 +83,21 @@ public final class Tracker {
     /// Apps kept apart in the count of unrecorded stops; more are counted under `otherApps`.
     static let maxUnrecordedApps = 32
 
+    /// Denies execs of what must not run before it runs; fed `ExecRules` after every decision.
+    let execGuard: ExecGuard?
+    /// What was last given to the exec guard (the rules but the catalog, which does not change).
+    var publishedExecRules: (users: [UInt32: ExecRules.User], subordinates: [UInt32], claims: UInt64)? = nil
+
     /// The clocks; tests pass their own to move the wall clock.
     let clock: () -> ClockReading
 
     public init(
         state: AgentState, store: StateStore, catalog: AppCatalog, logger: Logger, useProcessConnector: Bool,
         flushIntervalMilliseconds: Int64 = 2_000, stopGraceMilliseconds: Int64 = 2_000,
-        enforcementPollMilliseconds: Int64 = 100, clock: @escaping () -> ClockReading = ClockReading.now
+        enforcementPollMilliseconds: Int64 = 100, identities: FileIdentityCache = FileIdentityCache(), execGuard: ExecGuard? = nil,
+        clock: @escaping () -> ClockReading = ClockReading.now
     ) {
+        self.execGuard = execGuard
         self.stopper = ProcessStopper(graceMilliseconds: stopGraceMilliseconds)
         self.enforcementPollMilliseconds = enforcementPollMilliseconds
         self.clock = clock
@@ -98,7 +105,7 @@ public final class Tracker {
         self.store = store
         self.catalog = catalog
         self.logger = logger
-        self.identities = FileIdentityCache()
+        self.identities = identities
         self.sampler = ProcessSampler(identities: identities)
         (interpreterIdentities, loaderIdentities) = Self.installedInterpreters(catalog.interpreters, identities: identities)
         desktopPrograms = DesktopEntries.load()
@@ -192,6 +199,7 @@ public final class Tracker {
         // What must not run is stopped from the start (a blocked app already running, bedtime after
         // a restart), and this tells the loop whether to watch processes between ticks.
         enforceApps()
+        publishExecRules()
     }
 
     /// Call `start()` first.
@@ -242,6 +250,7 @@ public final class Tracker {
                 }
                 if !sampler.unresolvedLoaders.isEmpty && sampler.lookAgainAtLoaders() && mayStopSomething { enforceApps() }
                 if wake.drain() { tickNow = true }
+                recordDeniedExecs()
                 if stopper.pending > 0 { _ = stopper.poll(nowMonotonic: clock().monotonic) }
                 now = clock().monotonic
             }
@@ -440,6 +449,7 @@ public final class Tracker {
         if !sampler.slowLoaders.isEmpty { sampler.lookAgainAtSlowLoaders() }
         observe()
         enforceApps()
+        publishExecRules()
         if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
         flush(force: false)
         if watchdog {
@@ -610,9 +620,56 @@ public final class Tracker {
         _ = stopper.poll(nowMonotonic: monotonic)
     }
 
+    /// Gives the exec guard, when it changed, what each managed user must not run now: the apps
+    /// `Enforcement.plan` would stop were every candidate running, with the claims and rules that name
+    /// a file's app as `names(of:)` does.
+    func publishExecRules() {
+        guard let execGuard else { return }
+        let policies = state.policies
+        let now = clock().wall
+        var users: [UInt32: ExecRules.User] = [:]
+        for (user, policy) in policies {
+            guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone) else { continue }
+            let plan = Enforcement.plan(
+                schedule: schedule, live: live[user], running: ExecRules.candidates(policy: policy, catalog: catalog),
+                catalog: catalog, now: now / 1000)
+            guard !plan.stopApps.isEmpty else { continue }
+            users[account.uid] = ExecRules.User(name: user, rules: rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
+        }
+        let subordinates = subordinateUIDs.flatMap { [$0.range.start, $0.range.count, $0.owner] }
+        if let published = publishedExecRules, published.users == users, published.subordinates == subordinates,
+            published.claims == claims.generation
+        {
+            return
+        }
+        publishedExecRules = (users, subordinates, claims.generation)
+        execGuard.publish(
+            ExecRules(
+                users: users, subordinates: subordinateUIDs, catalog: catalog, claims: claims,
+                interpreterIdentities: interpreterIdentities))
+    }
+
+    /// Tells the children whose execs the guard denied, and records it, as for a stop.
+    func recordDeniedExecs() {
+        guard let execGuard else { return }
+        let (denied, dropped) = execGuard.takeDenials()
+        guard !denied.isEmpty || dropped > 0 else { return }
+        let now = clock()
+        for exec in denied {
+            stopped(
+                app: exec.denial.app, reason: exec.denial.reason, user: exec.denial.user,
+                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: now.wall, monotonic: now.monotonic, execDenied: true)
+        }
+        if dropped > 0 { logger.notice("exec guard: more execs denied than could be told one by one", metadata: ["count": "\(dropped)"]) }
+    }
+
     /// Tells the child (the notification worker coalesces) and, within the user's budget, records
     /// an `app-stopped` event and a log line; past it the stop is only counted, and recorded later.
-    func stopped(app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64, monotonic: Int64) {
+    /// `execDenied`: the exec guard denied the program's exec (it never ran); the event says so.
+    func stopped(
+        app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64, monotonic: Int64,
+        execDenied: Bool = false
+    ) {
         let message = reason.message(app: app)
         state.post(
             AgentState.ChildMessage(user: user, summary: "Curfew", body: ChildMessages.appStopped(app: app, reason: reason), urgency: 2, kind: .appStopped))
@@ -626,7 +683,8 @@ public final class Tracker {
             return
         }
         logger.notice(
-            "stopped an app", metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
+            execDenied ? "denied an app's exec" : "stopped an app",
+            metadata: ["user": "\(user)", "app": "\(app)", "reason": "\(reason.word)", "pids": "\(processes.map(\.pid))"])
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
@@ -635,7 +693,7 @@ public final class Tracker {
                     JSONObject([
                         ("app", .string(app)), ("reason", .string(reason.word)),
                         ("pids", .array(processes.map { .int(Int64($0.pid)) })),
-                    ]))))
+                    ] + (execDenied ? [("execDenied", JSONValue.bool(true))] : [])))))
     }
 
     /// Records, as budgets allow, one event per app for the stops that were only counted: the

@@ -80,6 +80,19 @@ public struct Curfewd: AsyncParsableCommand {
         visibility: .hidden))
     var zoneRecheck = 60
 
+    @Option(help: ArgumentHelp(
+        "on: deny the exec of a blocked app before it runs, where the kernel (fanotify) and CAP_SYS_ADMIN allow it; off: only stop apps after they start.",
+        valueName: "on|off"))
+    var execGuard = "on"
+
+    @Option(help: ArgumentHelp("A test's hook: milliseconds the exec guard stalls before deciding a managed user's exec.", visibility: .hidden))
+    var execGuardStall: Int64 = 0
+
+    @Flag(help: ArgumentHelp(
+        "Set up the exec guard (fanotify) as the agent would, say whether it works here, remove it and exit (0: it does).",
+        visibility: .hidden))
+    var checkExecGuard = false
+
     public init() {}
 
     /// Parses the program's arguments and runs the agent, as `@main` would (a plain call of `main()`
@@ -101,6 +114,10 @@ public struct Curfewd: AsyncParsableCommand {
     }
 
     public func validate() throws {
+        guard execGuard == "on" || execGuard == "off" else { throw ValidationError("exec guard must be on or off, got \(execGuard)") }
+        guard execGuardStall >= 0 && execGuardStall <= 60_000 else {
+            throw ValidationError("exec guard stall must be between 0 and 60000 milliseconds, got \(execGuardStall)")
+        }
         if let clockOffsetFile {
             var status = stat()
             guard stat(clockOffsetFile, &status) == 0, status.st_uid == 0, status.st_mode & 0o022 == 0 else {
@@ -137,6 +154,18 @@ public struct Curfewd: AsyncParsableCommand {
     public func run() async throws {
         // Time zones come from the system's tz database, looked at again for a tzdata upgrade.
         ZoneDatabase.install(SystemZones(recheckSeconds: Int64(zoneRecheck)))
+        if checkExecGuard {
+            do {
+                let execGuard = try ExecGuard(identities: FileIdentityCache())
+                let (marked, failed) = execGuard.markMounts()
+                execGuard.removeMarks()
+                print("exec guard: available; \(marked.count) filesystems marked" + failed.map { "; cannot mark \($0.0): \($0.1)" }.joined())
+            } catch {
+                print("exec guard: unavailable: \(error)")
+                throw ExitCode(1)
+            }
+            return
+        }
         let environment = ProcessInfo.processInfo.environment
         let state = Locations.stateDirectory(stateDir, environment: environment)
         let shared = Locations.sharedDirectory(sharedDir, stateDirectory: state, environment: environment)
@@ -172,6 +201,8 @@ public struct Curfewd: AsyncParsableCommand {
         configuration.enforcementPollMilliseconds = Int64(enforcementPoll * 1000)
         configuration.usageIntervalMilliseconds = Int64(usageInterval * 1000)
         configuration.eventRetentionDays = eventRetention
+        configuration.execGuard = execGuard == "on"
+        configuration.execGuardStallMilliseconds = execGuardStall
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, logger: logger)

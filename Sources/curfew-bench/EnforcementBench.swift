@@ -16,10 +16,16 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
         print("  skipped: needs root (the blocked app must run as another user than the agent's)")
         return
     }
-    let modes: [(label: String, arguments: [String])] = [
-        ("process connector", []),
-        ("polling /proc every 100 ms (curfewd without the connector)", ["--no-process-connector"]),
-        ("polling every 3 s (Timekpr-nExT's interval; reference)", ["--no-process-connector", "--tick", "3", "--enforcement-poll", "3"]),
+    // The exec guard denies the exec before the game runs (to the exit of setpriv, whose exec failed);
+    // the other modes turn it off and measure the game's death.
+    let modes: [(label: String, arguments: [String], variants: Bool)] = [
+        ("exec guard (fanotify), exec denied", ["--exec-guard", "on"], false),
+        ("process connector", ["--exec-guard", "off"], true),
+        ("polling /proc every 100 ms (curfewd without the connector)", ["--exec-guard", "off", "--no-process-connector"], true),
+        (
+            "polling every 3 s (Timekpr-nExT's interval; reference)",
+            ["--exec-guard", "off", "--no-process-connector", "--tick", "3", "--enforcement-poll", "3"], false
+        ),
     ]
     // Issue 14's bypasses: the game started by the dynamic loader, and a copy with a byte appended
     // under another name in /dev/shm (same build-id, another content hash).
@@ -28,7 +34,7 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
     ]
     var index = 0
     for mode in modes {
-        for kind in launchKinds where kind.command == .direct || mode.arguments.count <= 1 {
+        for kind in launchKinds where kind.command == .direct || mode.variants {
             index += 1
             let directory = "\(root)/enforcement-\(index)"
             let result = try BlockedAppProbe(account: account, directory: directory).run(
@@ -36,20 +42,68 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
             switch result {
             case .unavailable(let why):
                 print("  \(mode.label)\(kind.label): not measured: \(why)")
-            case .measured(let latencies, let survivors):
+            case .measured(let latencies, let survivors, let denied):
                 let sorted = latencies.sorted()
                 print(
                     "  \(mode.label)\(kind.label): p50 \(format(percentile(sorted, 0.5))) ms, p99 \(format(percentile(sorted, 0.99))) ms, max \(format(sorted.last ?? .nan)) ms"
+                        + " (\(denied) denied before running, \(latencies.count - denied) stopped after starting)"
                         + (survivors > 0 ? "; \(survivors) launches still alive after 10 s" : ""))
             }
         }
     }
     print("  targets: p99 under 100 ms with the process connector, under 1000 ms with polling")
+    try runExecCostBenchmark(root: root, account: account)
+}
+
+/// What the exec guard costs everyone else: the median of `posix_spawn` + `waitpid` of /bin/true by
+/// root (whom nothing is denied) while the bench account has a blocked app, with the guard on and off.
+func runExecCostBenchmark(root: String, account: BenchAccount, runs: Int = 4000) throws {
+    var medians: [String: Double] = [:]
+    for mode in ["off", "on"] {
+        let probe = BlockedAppProbe(account: account, directory: "\(root)/exec-cost-\(mode)")
+        let result = try probe.withAgent(agentArguments: ["--exec-guard", mode]) {
+            var durations: [Double] = []
+            durations.reserveCapacity(runs)
+            for index in 0..<(runs + 200) {
+                let before = clock.now
+                guard spawnTrue() else { return [] }
+                // The first 200 warm up (caches, and the guard's ignore marks).
+                if index >= 200 { durations.append(milliseconds(clock.now - before) * 1000) }
+            }
+            return durations
+        }
+        switch result {
+        case .unavailable(let why):
+            print("  exec of /bin/true with the exec guard \(mode): not measured: \(why)")
+            return
+        case .measured(let durations, _, _):
+            let sorted = durations.sorted()
+            medians[mode] = percentile(sorted, 0.5)
+            print(
+                "  exec of /bin/true by root, exec guard \(mode): median \(format(percentile(sorted, 0.5))) us, p99 \(format(percentile(sorted, 0.99))) us over \(sorted.count) execs")
+        }
+    }
+    if let on = medians["on"], let off = medians["off"], off > 0 {
+        print("  the guard's cost for everyone: \(String(format: "%+.1f", (on - off) / off * 100)) % on the median exec (target: under 5 %)")
+    }
+}
+
+/// posix_spawn(3) of /bin/true and waitpid(2); false if it could not be started or failed.
+func spawnTrue() -> Bool {
+    var pid: pid_t = 0
+    let path = strdup("/bin/true")
+    defer { free(path) }
+    var argv: [UnsafeMutablePointer<CChar>?] = [path, nil]
+    guard posix_spawn(&pid, "/bin/true", nil, nil, &argv, environ) == 0 else { return false }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return status == 0
 }
 
 struct BlockedAppProbe {
     enum Result {
-        case measured(latenciesMilliseconds: [Double], survivors: Int)
+        /// `denied`: launches whose exec failed (setpriv exited) rather than being killed.
+        case measured(latenciesMilliseconds: [Double], survivors: Int, denied: Int)
         case unavailable(String)
     }
 
@@ -66,11 +120,44 @@ struct BlockedAppProbe {
     let directory: String
 
     func run(launches: Int, agentArguments: [String], launch: Launch = .direct) throws -> Result {
+        var command = [gamePath, "600"]
+        switch launch {
+        case .direct: break
+        case .loader: command = ["/lib64/ld-linux-x86-64.so.2", gamePath, "600"]
+        case .appendedCopy:
+            let copy = "/dev/shm/curfew-bench-\(getpid())-copy"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            _ = unlink(gamePath)
+            try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: gamePath)
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: gamePath))
+            bytes.append(0x2a)
+            try bytes.write(to: URL(fileURLWithPath: copy))
+            chmod(copy, 0o755)
+            command = [copy, "600"]
+        }
+        defer { if launch == .appendedCopy { _ = unlink(command[0]) } }
+        var denied = 0
+        let result = try withAgent(agentArguments: agentArguments) { () -> [Double] in
+            let (latencies, deniedCount) = try launchAndWatch(launches: launches, command: command)
+            denied = deniedCount
+            return latencies
+        }
+        if case .measured(let latencies, _, _) = result {
+            return .measured(latenciesMilliseconds: latencies, survivors: launches - latencies.count, denied: denied)
+        }
+        return result
+    }
+
+    var gamePath: String { "\(directory)/benchgame" }
+
+    /// Sets up the catalog (benchgame, a copy of sleep, blocked for the account), starts curfewd with
+    /// `agentArguments`, runs `body` while it runs, and stops it.
+    func withAgent(agentArguments: [String], _ body: () throws -> [Double]) throws -> Result {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
         try FileManager.default.createDirectory(atPath: "\(directory)/apps", withIntermediateDirectories: true)
         chmod(directory, 0o755)
-        let game = "\(directory)/benchgame"
+        let game = gamePath
         _ = unlink(game)
         try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: game)
         try Data(
@@ -82,19 +169,6 @@ struct BlockedAppProbe {
         _ = unlink("\(directory)/apps/interpreters.json")
         try FileManager.default.copyItem(
             atPath: "\(packageRoot)/policies/apps/interpreters.json", toPath: "\(directory)/apps/interpreters.json")
-        var command = [game, "600"]
-        switch launch {
-        case .direct: break
-        case .loader: command = ["/lib64/ld-linux-x86-64.so.2", game, "600"]
-        case .appendedCopy:
-            let copy = "/dev/shm/curfew-bench-\(getpid())-copy"
-            var bytes = try Data(contentsOf: URL(fileURLWithPath: game))
-            bytes.append(0x2a)
-            try bytes.write(to: URL(fileURLWithPath: copy))
-            chmod(copy, 0o755)
-            command = [copy, "600"]
-        }
-        defer { if launch == .appendedCopy { _ = unlink(command[0]) } }
         let state = "\(directory)/state"
         let socket = "\(directory)/s.sock"
         let log = "\(directory)/curfewd.log"
@@ -131,10 +205,26 @@ struct BlockedAppProbe {
             }
             usleep(20_000)
         }
-        if agentArguments.isEmpty, (readText(log) ?? "").contains("process connector unavailable") {
+        if !agentArguments.contains("--no-process-connector"), (readText(log) ?? "").contains("process connector unavailable") {
             return .unavailable("the kernel's process connector does not answer here (not the initial PID namespace)")
         }
+        if agentArguments.contains("on") {
+            if let line = (readText(log) ?? "").split(separator: "\n").first(where: { $0.contains("exec.guard=off") }) {
+                return .unavailable("the exec guard is not available here: \(line)")
+            }
+            while !(readText(log) ?? "").contains("exec guard on:") {
+                guard clock.now < deadline else { throw BenchFailure("the exec guard did not start: \((readText(log) ?? "").suffix(400))") }
+                usleep(20_000)
+            }
+        }
         usleep(500_000)
+        let values = try body()
+        return .measured(latenciesMilliseconds: values, survivors: 0, denied: 0)
+    }
+
+    /// Launches `command` as the account `launches` times, 40 ms apart, each watched until it ends:
+    /// the latencies (ms) and how many ended by exiting (their exec was denied) rather than by a signal.
+    func launchAndWatch(launches: Int, command: [String]) throws -> ([Double], Int) {
 
         // Launches 40 ms apart, each watched until it dies; a launch is never waited for before the
         // next, so a 3-second poll does not make the run take 200 x 1.5 s.
@@ -142,6 +232,7 @@ struct BlockedAppProbe {
         var latencies: [Double] = []
         var nextLaunch = clock.now
         var launched = 0
+        var denied = 0
         let giveUp = Duration.seconds(10)
         while launched < launches || !started.isEmpty {
             let now = clock.now
@@ -160,7 +251,9 @@ struct BlockedAppProbe {
                 nextLaunch = nextLaunch + .milliseconds(40)
             }
             for (pid, since) in started {
-                if waitpid(pid, nil, WNOHANG) == pid {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid {
+                    if status & 0x7f == 0 { denied += 1 }
                     latencies.append(milliseconds(clock.now - since))
                     started[pid] = nil
                     children.remove(pid)
@@ -173,6 +266,6 @@ struct BlockedAppProbe {
             }
             usleep(500)
         }
-        return .measured(latenciesMilliseconds: latencies, survivors: launches - latencies.count)
+        return (latencies, denied)
     }
 }

@@ -52,6 +52,8 @@ final class AgentProcess {
         let binary = CurfewRunner.binDirectory.appendingPathComponent("curfewd").path
         let agentArguments =
             ["--socket", runner.root.appendingPathComponent("run/curfewd.sock").path, "--logind-bus", logindBus, "--tick", "0.25"]
+            // Suites test stopping apps after they start; the exec guard's suite turns the guard on.
+            + (arguments.contains { $0.hasPrefix("--exec-guard") } ? [] : ["--exec-guard", "off"])
             + arguments
         pid = try spawnLogged(
             launcher.first ?? binary, launcher.isEmpty ? agentArguments : launcher.dropFirst() + [binary] + agentArguments,

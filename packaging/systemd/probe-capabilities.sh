@@ -21,6 +21,7 @@ try terminal "printf 'curfew probe\r\n' > $pts"
 try setpriv "setpriv --reuid=$(id -u kid) --regid=$(id -g kid) --clear-groups /usr/bin/id -u"
 try write-state "touch /var/lib/curfew/probe && rm /var/lib/curfew/probe"
 try write-run "touch /run/curfew/probe && rm /run/curfew/probe"
+try exec-guard "/usr/sbin/curfewd --check-exec-guard"
 PROBE
 chmod 755 "$probe"
 
@@ -50,6 +51,9 @@ run "as shipped"
 for capability in $shipped; do
     run "without $capability" "CapabilityBoundingSet=" "CapabilityBoundingSet=$(echo " $shipped " | sed "s/ $capability / /")"
 done
-run "without capset in the syscall filter" "SystemCallFilter=" "SystemCallFilter=@system-service" "SystemCallFilter=~@privileged"
+run "without capset in the syscall filter" "SystemCallFilter=" "SystemCallFilter=@system-service" "SystemCallFilter=~@privileged" \
+    "SystemCallFilter=fanotify_init fanotify_mark"
+run "without fanotify in the syscall filter" "SystemCallFilter=" "SystemCallFilter=@system-service" "SystemCallFilter=~@privileged" \
+    "SystemCallFilter=setuid setgid setgroups setresuid setresgid capset"
 rm -rf /etc/systemd/system/curfew-probe.service /etc/systemd/system/curfew-probe.service.d "$probe" /run/curfew-probe.out
 systemctl daemon-reload

@@ -91,6 +91,13 @@ public final class FileIdentityCache: Sendable {
         identities(of: path, in: AT_FDCWD)
     }
 
+    /// The identity of the file `status` describes (fstat(2) of an open descriptor) if it was read
+    /// before: no reading and no wait for a disk, which is all the exec guard may do before it answers.
+    public func cachedIdentity(of status: stat) -> Identity? {
+        guard status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return state.withLock { $0.identities[Key(status)] }
+    }
+
     /// How many files have been hashed (cache misses).
     public var hashCount: Int { state.withLock { $0.hashes } }
 

@@ -1,0 +1,74 @@
+import Testing
+
+@testable import CurfewCore
+
+/// Issue 14's exec guard: which execs `ExecRules` denies, named from the file alone as the tracker
+/// names a process.
+@Suite struct ExecRulesTests {
+    static let catalog = AppCatalog(
+        [
+            AppDefinition(name: "game", displayName: "Game", category: .game, executablePaths: ["/usr/games/game"]),
+            AppDefinition(name: "homework", displayName: "Homework", category: .education, executableNames: ["homework-tool"]),
+            AppDefinition(name: "quest", displayName: "Quest", category: .game, commandLinePatterns: ["*python3*quest.py*"]),
+        ],
+        interpreters: InterpreterSet(interpreters: ["sh", "python3*"], loaders: ["ld-linux*.so*"]))
+
+    static func rules() -> ExecRules {
+        var claims = IdentityClaims()
+        claims.claim(["build-id:game"], app: "game", scope: .everyone)
+        claims.claim(["sha256:mine"], app: "mygame", scope: .user(1001))
+        return ExecRules(
+            users: [
+                1001: ExecRules.User(
+                    name: "kid", rules: ["game": .block, "homework": .allow, "mygame": .block],
+                    denied: ["game": .blocked, "mygame": .blocked])
+            ],
+            subordinates: [(SubordinateRange(owner: "kid", start: 100_000, count: 65_536), 1001)],
+            catalog: catalog, claims: claims, interpreterIdentities: ["sha256:python"])
+    }
+
+    @Test func theBlockedGameIsDeniedToTheChildOnly() {
+        let rules = Self.rules()
+        #expect(rules.denial(uid: 1001, path: "/usr/games/game", identities: []) == ExecRules.Denial(user: "kid", app: "game", reason: .blocked))
+        #expect(rules.denial(uid: 1002, path: "/usr/games/game", identities: []) == nil)
+        #expect(rules.denial(uid: 0, path: "/usr/games/game", identities: []) == nil)
+        // In the child's user namespace, under a subordinate uid: still the child.
+        #expect(rules.denial(uid: 100_005, path: "/usr/games/game", identities: [])?.user == "kid")
+        #expect(rules.denial(uid: 100_000 + 65_536, path: "/usr/games/game", identities: []) == nil)
+    }
+
+    @Test func aCopyIsTheGameByItsIdentityAndTheStrictestClaimWins() {
+        let rules = Self.rules()
+        // Renamed to an allowed app's name, in /dev/shm: the build-id names it the game, and block beats allow.
+        #expect(rules.denial(uid: 1001, path: "/dev/shm/homework-tool", identities: ["sha256:x", "build-id:game"])?.app == "game")
+        // Unknown identity (not read yet): only the path can tell, and here it tells nothing.
+        #expect(rules.denial(uid: 1001, path: "/dev/shm/homework-tool", identities: []) == nil)
+        // A child's own claim holds for that child.
+        #expect(rules.denial(uid: 1001, path: "/home/kid/renamed", identities: ["sha256:mine"])?.app == "mygame")
+        // Blocked by name: the file's name.
+        #expect(rules.denial(uid: 1001, path: "/home/kid/mygame", identities: [])?.app == "mygame")
+    }
+
+    @Test func interpretersAndLoadersAreNeverDenied() {
+        var rules = Self.rules()
+        rules.users[1001]?.denied["python3"] = .blocked
+        rules.users[1001]?.denied["ld-linux-x86-64.so.2"] = .blocked
+        #expect(rules.denial(uid: 1001, path: "/usr/bin/python3", identities: []) == nil)
+        #expect(rules.denial(uid: 1001, path: "/lib64/ld-linux-x86-64.so.2", identities: []) == nil)
+        // A renamed copy of an interpreter, known by its identity.
+        #expect(rules.denial(uid: 1001, path: "/home/kid/game", identities: ["sha256:python"]) == nil)
+        // Command-line matches are for after the start: quest's interpreter runs.
+        #expect(rules.denial(uid: 1001, path: "/usr/bin/python3.11", identities: []) == nil)
+    }
+
+    @Test func nothingDeniedMeansEmpty() {
+        #expect(ExecRules().isEmpty)
+        #expect(!Self.rules().isEmpty)
+        #expect(ExecRules().denial(uid: 1001, path: "/usr/games/game", identities: []) == nil)
+    }
+
+    @Test func theCandidatesAreEveryCatalogAppAndEveryRulesApp() {
+        let policy = Policy(user: "kid", apps: [AppRule(app: "mygame", rule: .block)])
+        #expect(ExecRules.candidates(policy: policy, catalog: Self.catalog) == ["game", "homework", "quest", "mygame"])
+    }
+}
