@@ -63,7 +63,6 @@ static: deps
 	$(SWIFT) build $(STATIC_FLAGS) --product curfewd
 	$(SWIFT) build $(STATIC_FLAGS) --product curfew
 	$(SWIFT) build $(STATIC_FLAGS) --product curfew-multicall
-	$(SWIFT) build $(STATIC_FLAGS) --product curfew-indicator
 
 # .build/deb/curfew_<version>_<arch>.deb (packaging/deb/build.sh), then lintian: errors fail the build;
 # the remaining tags are overridden with the reason in packaging/deb/lintian-overrides (packaging/README.md).

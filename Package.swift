@@ -77,10 +77,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strictImports),
         .executableTarget(name: "curfewd", dependencies: ["CurfewDaemon"], swiftSettings: strictImports),
-        // curfew and curfewd in one program, chosen by the name it is started by (the Debian package's).
+        // curfew, curfewd and curfew-indicator in one program, chosen by the name it is started by (the
+        // Debian package's: one Swift runtime, Foundation and ICU on disk instead of three).
         .executableTarget(
             name: "curfew-multicall",
-            dependencies: ["CurfewCLI", "CurfewDaemon"],
+            dependencies: ["CurfewCLI", "CurfewDaemon", "CurfewIndicator"],
             swiftSettings: strictImports),
         // The commands; never the agent's code (what both need lives in Core, Store, Sync or Linux).
         .target(

@@ -1,37 +1,5 @@
 import CurfewIndicator
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
-// curfew-indicator [--socket PATH]: started in every graphical login (/etc/xdg/autostart); exits 0,
-// quietly, for an account Curfew does not manage. No Foundation: it stays resident all day.
-func fail(_ text: String, _ status: Int32) -> Never {
-    let line = Array("curfew-indicator: \(text)\n".utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-    exit(status)
-}
-
-var arguments = Array(CommandLine.arguments.dropFirst())
-var socket = getenv("CURFEW_SOCKET").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/run/curfew/curfewd.sock"
-while let first = arguments.first {
-    arguments.removeFirst()
-    switch first {
-    case "--socket" where !arguments.isEmpty:
-        socket = arguments.removeFirst()
-    case "--version":
-        print("curfew-indicator 0.1.0")
-        exit(0)
-    case "--help", "-h":
-        print("usage: curfew-indicator [--socket PATH]\nShows the time left in the panel (a StatusNotifierItem) for a child Curfew manages.")
-        exit(0)
-    default:
-        fail("unknown argument \(first) (usage: curfew-indicator [--socket PATH])", 64)
-    }
-}
-switch Indicator(socketPath: socket).run() {
-case .notManaged:
-    exit(0)
-case .failed(let reason):
-    fail(reason, 1)
-}
+// The indicator on its own, for development and the tests; the package runs it as the multi-call
+// program (Sources/curfew-multicall) under the name curfew-indicator.
+IndicatorCommand.main(arguments: Array(CommandLine.arguments.dropFirst()))

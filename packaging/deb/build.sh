@@ -24,7 +24,7 @@ OUTDIR=$(cd "$2" && pwd)
 for tool in dpkg-deb dpkg-shlibdeps strip gzip python3 man; do
     command -v "$tool" > /dev/null || die "$tool is missing (apt-get install dpkg-dev binutils python3 man-db)"
 done
-for binary in curfew-multicall curfew-indicator; do [ -x "$BINDIR/$binary" ] || die "no executable $BINDIR/$binary"; done
+[ -x "$BINDIR/curfew-multicall" ] || die "no executable $BINDIR/curfew-multicall"
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/curfew-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -32,7 +32,6 @@ trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/bin"
 ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfew"
 ln -s "$BINDIR/curfew-multicall" "$stage/bin/curfewd"
-ln -s "$BINDIR/curfew-indicator" "$stage/bin/curfew-indicator"
 BINDIR=$stage/bin
 
 upstream=$("$BINDIR/curfew" --version)
@@ -54,10 +53,10 @@ umask 022
 # The program, stripped as dh_strip does (lintian: unstripped-binary-or-object), and the agent's name
 # for it.
 install -D -m 755 "$BINDIR/curfew" "$root/usr/bin/curfew"
-install -D -m 755 "$BINDIR/curfew-indicator" "$root/usr/bin/curfew-indicator"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew" "$root/usr/bin/curfew-indicator"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/curfew"
 install -d "$root/usr/sbin"
 ln -s ../bin/curfew "$root/usr/sbin/curfewd"
+ln -s curfew "$root/usr/bin/curfew-indicator"
 
 # The child's tray item, started in every graphical login (it exits at once for accounts Curfew does
 # not manage), and its icons.
@@ -88,13 +87,14 @@ day=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 mkdir -p "$root/usr/share/man/man1" "$root/usr/share/man/man8"
 python3 "$HERE/manpage.py" "$BINDIR/curfew" 1 "$day" "$upstream" "$HERE/curfew.1.in" > "$root/usr/share/man/man1/curfew.1"
 python3 "$HERE/manpage.py" "$BINDIR/curfewd" 8 "$day" "$upstream" "$HERE/curfewd.8.in" > "$root/usr/share/man/man8/curfewd.8"
-# Both pages read cleanly (lintian runs groff too, in `make deb`).
-for page in "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"; do
+install -m 644 "$HERE/curfew-indicator.1" "$root/usr/share/man/man1/curfew-indicator.1"
+# The pages read cleanly (lintian runs groff too, in `make deb`).
+for page in "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8" "$root/usr/share/man/man1/curfew-indicator.1"; do
     warnings=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$page" 2>&1 > /dev/null) ||
         die "man cannot format $page"
     [ -z "$warnings" ] || die "man --warnings on $page: $warnings"
 done
-gzip -9n "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8"
+gzip -9n "$root/usr/share/man/man1/curfew.1" "$root/usr/share/man/man8/curfewd.8" "$root/usr/share/man/man1/curfew-indicator.1"
 
 # Completions, from ArgumentParser: managed users and catalog apps are asked of curfew when the shell
 # completes; lockout actions, weekdays and durations are lists (Sources/CurfewCLI/Completions.swift).
@@ -119,7 +119,7 @@ chmod 644 "$root/usr/share/doc/curfew/changelog.Debian.gz"
 # Depends: dpkg-shlibdeps reads debian/control of a source tree; give it a minimal one.
 mkdir -p "$stage/src/debian"
 printf 'Source: curfew\n\nPackage: curfew\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" "$root/usr/bin/curfew-indicator" 2> "$stage/shlibdeps.log") ||
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "$root/usr/bin/curfew" 2> "$stage/shlibdeps.log") ||
     die "dpkg-shlibdeps failed: $(cat "$stage/shlibdeps.log")"
 shlibs=${shlibs#shlibs:Depends=}
 [ -n "$shlibs" ] || die "dpkg-shlibdeps found no shared library"
@@ -154,7 +154,6 @@ Description: family screen-time rules for Linux: limits, bedtimes, app rules
  systemd service), the PAM login check and the app catalog.
 EOF
 install -m 755 "$HERE/postinst" "$HERE/prerm" "$HERE/postrm" "$root/DEBIAN/"
-echo /etc/default/curfew > "$root/DEBIAN/conffiles"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     > "$root/DEBIAN/md5sums"
 chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
