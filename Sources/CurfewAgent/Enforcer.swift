@@ -322,9 +322,10 @@ final class Enforcer {
     func deliver(_ messages: [AgentState.ChildMessage]) {
         for message in messages {
             guard let account = Accounts.account(named: message.user) else { continue }
-            // Bodies name apps, whose names a program chose: no escape sequence reaches a terminal.
+            // Bodies name apps, whose names a program chose: no escape sequence reaches a terminal. The
+            // terminal line has its own `Curfew:` banner (the summary is the notification's title).
             let terminals = TerminalMessages.write(
-                UntrustedText.terminal("\(message.summary): \(message.body)"), toTerminalsOf: account.uid,
+                UntrustedText.terminal(message.body), toTerminalsOf: account.uid,
                 devRoot: agent.configuration.devRoot)
             guard
                 let address = DesktopNotifier.sessionBusAddress(uid: account.uid, runtimeRoot: agent.configuration.userRuntimeRoot)

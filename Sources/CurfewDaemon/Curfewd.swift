@@ -95,12 +95,16 @@ public struct Curfewd: AsyncParsableCommand {
 
     public init() {}
 
-    /// Parses the program's arguments and runs the agent, as `@main` would (a plain call of `main()`
-    /// from another module picks ParsableCommand's synchronous one, which cannot run an async command),
-    /// with the agent's quiet global executor installed before the first task is created
-    /// (QuietGlobalExecutor: libdispatch's would wake the agent once a second).
-    public static func start() async {
+    /// Makes the agent's quiet executor Swift concurrency's global one (QuietGlobalExecutor:
+    /// libdispatch's would wake the agent once a second). The program's top-level code calls it before
+    /// its first `await`: calling `start()` already hops to the global executor.
+    public static func installExecutor() {
         QuietGlobalExecutor.install()
+    }
+
+    /// Parses the program's arguments and runs the agent, as `@main` would (a plain call of `main()`
+    /// from another module picks ParsableCommand's synchronous one, which cannot run an async command).
+    public static func start() async {
         do {
             var command = try parseAsRoot()
             if let agent = command as? Curfewd {

@@ -12,6 +12,7 @@ import CurfewIndicator
 // Swift runtime, Foundation and ICU on disk and in the page cache instead of two.
 let name = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? "curfew"
 if name == "curfewd" {
+    Curfewd.installExecutor()
     await Curfewd.start()
 } else if name == "curfew-indicator" {
     IndicatorCommand.main(arguments: Array(CommandLine.arguments.dropFirst()))

@@ -45,7 +45,7 @@ import Testing
         #expect(process.terminationStatus == 0)
         #expect(
             text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
-                "kid kiddo", "supertuxkart", "logout lock apps none", "sat sun", "1h 1h30m", "",
+                "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "",
             ], "\(text)")
     }
 }

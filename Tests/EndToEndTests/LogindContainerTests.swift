@@ -365,7 +365,7 @@ extension BootedContainer {
             typescript("/tmp/kid-console").contains("10 seconds of screen time left today")
         }
         let console = typescript("/tmp/kid-console")
-        #expect(console.contains("Curfew: 30 seconds left"), "\(console)")
+        #expect(console.contains("Curfew: 30 seconds of screen time left today"), "\(console)")
         try waitUntil(seconds: 20, "kid's session ended") { (try? kidSessions())?.contains(session) == false }
         let used = Date().timeIntervalSince(loggedIn)
         #expect(used >= 35 && used <= 47, "the session lasted \(used) s with 40 s left\n\(diagnostics())")
