@@ -273,17 +273,17 @@ public struct PosixTimeZone: Sendable, Equatable {
 
     /// Days since 1970-01-01 of a rule's day in `year`.
     func day(_ day: Rule.Day, in year: Int) -> Int {
-        let january1 = daysFromCivil(year, 1, 1)
+        let january1 = LocalDate.daysFromCivil(year, 1, 1)
         switch day {
         case .julianWithoutLeapDay(let n):
-            return january1 + n - 1 + (isLeapYear(year) && n >= 60 ? 1 : 0)
+            return january1 + n - 1 + (LocalDate.isLeapYear(year) && n >= 60 ? 1 : 0)
         case .zeroBasedDay(let n):
             return january1 + n
         case .monthWeekDay(let month, let week, let weekday):
-            let first = daysFromCivil(year, month, 1)
+            let first = LocalDate.daysFromCivil(year, month, 1)
             let firstWeekday = ((first % 7) + 11) % 7  // 1970-01-01 was a Thursday (4)
             var dayOfMonth = 1 + (weekday - firstWeekday + 7) % 7 + (week - 1) * 7
-            let length = monthLength(year, month)
+            let length = LocalDate.daysIn(month: month, year: year)
             while dayOfMonth > length { dayOfMonth -= 7 }
             return first + dayOfMonth - 1
         }
@@ -434,27 +434,6 @@ private func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: 
 
 func floorDivide(_ value: Int64, _ divisor: Int64) -> Int {
     Int(value >= 0 ? value / divisor : (value - divisor + 1) / divisor)
-}
-
-func isLeapYear(_ year: Int) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
-
-func monthLength(_ year: Int, _ month: Int) -> Int {
-    switch month {
-    case 2: isLeapYear(year) ? 29 : 28
-    case 4, 6, 9, 11: 30
-    default: 31
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm, as LocalDate).
-func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
-    let y = month <= 2 ? year - 1 : year
-    let era = (y >= 0 ? y : y - 399) / 400
-    let yoe = y - era * 400
-    let mp = (month + 9) % 12
-    let doy = (153 * mp + 2) / 5 + day - 1
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-    return era * 146097 + doe - 719468
 }
 
 func civilYear(ofDay days: Int) -> Int { LocalDate(daysSinceEpoch: days).year }

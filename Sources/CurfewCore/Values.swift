@@ -177,7 +177,11 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-    public var daysSinceEpoch: Int {
+    public var daysSinceEpoch: Int { LocalDate.daysFromCivil(year, month, day) }
+
+    /// Days since 1970-01-01 of any proleptic Gregorian date, in or out of LocalDate's years (the TZif
+    /// footer's rules name years past 9999 too).
+    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -235,11 +239,13 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
 
     static func daysIn(month: Int, year: Int) -> Int {
         switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 2: isLeapYear(year) ? 29 : 28
         case 4, 6, 9, 11: 30
         default: 31
         }
     }
+
+    static func isLeapYear(_ year: Int) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
 }
 
 /// A policy rule that a value broke, in words for people: "daily limit must be ..., got 17".
