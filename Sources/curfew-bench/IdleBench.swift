@@ -35,8 +35,8 @@ func runIdleBenchmarks(root: String, seconds: Double) throws {
     let own = Double(idle.voluntarySwitches - idle.dispatchManagerSwitches) / idle.windowSeconds
     print(
         "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met") "
-            + "(the agent's own loops \(format(own))/s, libdispatch's monitor the rest); "
-            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, the flush's write every 2 s, libdispatch's monitor)")
+            + "(the agent's own loops \(format(own))/s, libdispatch's manager thread the rest); "
+            + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, and the flush's write every 2 s)")
 }
 
 func printIdle(_ figures: AgentProbe.Figures, label: String) {
@@ -45,7 +45,7 @@ func printIdle(_ figures: AgentProbe.Figures, label: String) {
             + "\(figures.threads) threads in \(format(figures.windowSeconds)) s), CPU \(format3(figures.cpuShare * 100))% of one core "
             + "(\(format(figures.windowCPUMilliseconds)) ms, 10 ms resolution); exit status \(figures.exitStatus) after SIGTERM")
     print(
-        "  of which libdispatch's manager thread (its 1 s workqueue monitor, in any Swift program using concurrency on Linux): "
+        "  of which libdispatch's manager thread (whose 1 s workqueue monitor the agent's own executor avoids): "
             + "\(figures.dispatchManagerSwitches); uid changes anywhere on the machine also wake the tracker once each")
     for line in figures.logProblems.prefix(5) { print("  curfewd log: \(line)") }
 }

@@ -21,8 +21,9 @@ CACHE=${CURFEW_ROOTFS_CACHE:-/var/cache/curfew-tests}
 # libpam-modules (pam_exec), init-system-helpers (deb-systemd-helper). Debian's sudo: the package test
 # proves that a parent's `sudo` (and `su`, from login) still work once Curfew's PAM line is in the stack.
 # man-db: the package test reads both installed man pages with `man --warnings`; tzdata (required, in
-# minbase) is named as the package depends on it.
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers,sudo,man-db,tzdata
+# minbase) is named as the package depends on it. nftables: the package recommends it; the package test
+# checks the network lockout's table under the unit as it ships.
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,passwd,login,util-linux,procps,sqlite3,libpam-runtime,libpam-modules,init-system-helpers,sudo,man-db,tzdata,nftables
 TEST_USER=kid
 TEST_UID=1500
 

@@ -390,6 +390,25 @@ extension BootedContainer {
                 && (kidSu.output.contains("Curfew: kid may not log in now") || kidSu.status == 143),
             "kid's su at the limit: \(kidSu)")
 
+        // The network lockout as the unit ships the agent (its capabilities and system-call filter, with
+        // nftables installed as the package recommends): nft runs, and the agent's own table drops
+        // kid's traffic while kid's limit is used up.
+        let kidUID = try ok(["id", "-u", "kid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try installedCurfew(["lockout", "kid", "network"])
+        try waitUntil(seconds: 20, "the agent's nftables rule for kid") {
+            let table = (try? run(["nft", "list", "table", "inet", "curfew"]))?.stdout ?? ""
+            return table.contains("meta skuid \(kidUID)") && table.contains("drop")
+        }
+        let networkEvents = try ok(["/usr/bin/curfew", "events", "--json"])
+        #expect(networkEvents.contains("\"kind\": \"network-off\""), "\(networkEvents)")
+        #expect(!networkEvents.contains("network-filter-failed"), "\(networkEvents)")
+        // Back to logout (logins at the limit are refused again, which the reinstall below relies on),
+        // and the rule goes.
+        _ = try installedCurfew(["lockout", "kid", "logout"])
+        try waitUntil(seconds: 20, "kid's nftables rule removed") {
+            !((try? run(["nft", "list", "ruleset"]))?.stdout ?? "skuid").contains("meta skuid \(kidUID)")
+        }
+
         // remove: the agent and PAM's line go, the data stays; kid may log in again.
         try ok(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y", "curfew"], timeout: 120)
         // What stays: the data, the socket's directory, and the unit's mask that debhelper's postrm
