@@ -46,11 +46,25 @@ public enum Accounting {
         "setpriv", "sshd", "agetty", "bash", "sh", "dash", "zsh", "fish", "tmux", "screen", "curfew",
     ]
 
+    /// Shells: session plumbing for whether always-allowed apps are alone (every console or ssh login
+    /// has one, and a child's reading app must not count as screen time because of it), but their time
+    /// is the app `terminal`'s, like the system's other command-line tools (issue 14).
+    public static let shells: Set<String> = ["bash", "sh", "dash", "zsh", "fish"]
+
+    /// The apps an interval's time is filed under: the running apps but session plumbing, and
+    /// `terminal` while a shell runs.
+    public static func countedApps(_ running: Set<String>) -> Set<String> {
+        var apps = running.subtracting(sessionPlumbing)
+        if !running.isDisjoint(with: shells) { apps.insert(AppCatalog.terminalApp) }
+        return apps
+    }
+
     /// The slices of time to add for one user and one interval.
     ///
     /// Screen time counts while a session counts, unless every app running is always allowed (and at
     /// least one is): time of always-allowed apps alone does not count. Each app's time counts while it
-    /// runs during counted session time, always-allowed apps included (reports show them).
+    /// runs during counted session time, always-allowed apps included (reports show them), a shell's
+    /// as `terminal`.
     public static func slices(
         user: String, observation: UserObservation, policy: Policy, zone: ZoneRules, intervalStart: Int64,
         elapsedMilliseconds: Int64
@@ -65,7 +79,7 @@ public enum Accounting {
         if !onlyAllowed {
             slices.append((UsageKey(user: user, day: day, hour: hour, app: UsageKey.screen), elapsedMilliseconds))
         }
-        for app in apps.sorted() {
+        for app in countedApps(observation.runningApps).sorted() {
             slices.append((UsageKey(user: user, day: day, hour: hour, app: app), elapsedMilliseconds))
         }
         return slices

@@ -24,11 +24,17 @@ import Testing
         #expect(slices(false, ["minecraft"]).isEmpty)
         #expect(slices(true, []) == ["": 1_000])
         #expect(slices(true, ["minecraft", "firefox"]) == ["": 1_000, "minecraft": 1_000, "firefox": 1_000])
+        // Shells count as terminal, once, beside the tools that already are.
+        #expect(slices(true, ["bash", "zsh", "terminal"]) == ["": 1_000, "terminal": 1_000])
+        #expect(slices(true, ["systemd", "dbus-daemon"]) == ["": 1_000])
     }
 
     @Test func alwaysAllowedAppsAloneDoNotCountTowardTheLimit() {
         #expect(slices(true, ["gcompris"]) == ["gcompris": 1_000])
-        #expect(slices(true, ["gcompris", "bash", "systemd"]) == ["gcompris": 1_000])
+        // A shell does not make the allowed app "not alone" (every console login has one); its time is
+        // the app terminal's.
+        #expect(slices(true, ["gcompris", "bash", "systemd"]) == ["gcompris": 1_000, "terminal": 1_000])
+        #expect(slices(true, ["gcompris", "systemd"]) == ["gcompris": 1_000])
         #expect(slices(true, ["gcompris", "minecraft"]) == ["": 1_000, "gcompris": 1_000, "minecraft": 1_000])
     }
 
