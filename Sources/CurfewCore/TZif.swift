@@ -432,8 +432,4 @@ private func isLetter(_ byte: UInt8) -> Bool {
 
 private func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
 
-func floorDivide(_ value: Int64, _ divisor: Int64) -> Int {
-    Int(value >= 0 ? value / divisor : (value - divisor + 1) / divisor)
-}
-
-func civilYear(ofDay days: Int) -> Int { LocalDate(daysSinceEpoch: days).year }
+func civilYear(ofDay days: Int64) -> Int { LocalDate(daysSinceEpoch: Int(days)).year }

@@ -189,18 +189,7 @@ public final class ExecGuard: Sendable {
     }
 
     static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count < 4 << 20 {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes.append(contentsOf: chunk[0..<count])
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        SmallFile.read(path, limit: 4 << 20).map { String(decoding: $0, as: UTF8.self) }
     }
 
     // MARK: - The guard thread

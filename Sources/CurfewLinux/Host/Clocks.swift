@@ -1,3 +1,5 @@
+import CurfewCore
+
 #if canImport(Glibc)
     import Glibc
     import CLinux
@@ -68,19 +70,11 @@ public struct AgentClock: Sendable {
     /// Milliseconds since the epoch.
     public var wallMilliseconds: Int64 { now().wall }
     /// Whole seconds since the epoch.
-    public var wallSeconds: Int64 {
-        let wall = now().wall
-        return wall >= 0 ? wall / 1000 : (wall - 999) / 1000
-    }
+    public var wallSeconds: Int64 { floorDivide(now().wall, 1000) }
 
     private static func readOffset(_ path: String) -> Int64? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        let text = String(decoding: buffer[0..<count].filter { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: " ") }, as: UTF8.self)
+        guard let bytes = SmallFile.read(path, limit: 32) else { return nil }
+        let text = String(decoding: bytes.filter { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: " ") }, as: UTF8.self)
         guard let offset = Int64(text), offset >= 0 else { return nil }
         return offset
     }

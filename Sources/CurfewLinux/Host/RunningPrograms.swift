@@ -36,18 +36,5 @@ public enum RunningPrograms {
         return nil
     }
 
-    private static func read(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 16 {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes.append(contentsOf: buffer[0..<count])
-        }
-        return bytes
-    }
+    private static func read(_ path: String) -> [UInt8]? { SmallFile.read(path, limit: 1 << 16) }
 }

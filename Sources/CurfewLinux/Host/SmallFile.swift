@@ -1,0 +1,24 @@
+import CLinux
+import Glibc
+
+/// A whole small file read into memory (procfs files, a configuration or test file): the one reader
+/// the machine layer's parsers of such files share.
+enum SmallFile {
+    /// At most `limit` bytes of `path`, read until end of file with EINTR retried; what was read
+    /// before a failing read. Nil, with errno set, when the file cannot be opened.
+    static func read(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: min(max(limit, 1), 65_536))
+        while bytes.count < limit {
+            let wanted = min(chunk.count, limit - bytes.count)
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        return bytes
+    }
+}
