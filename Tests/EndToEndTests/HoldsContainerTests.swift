@@ -17,20 +17,8 @@ struct HoldsContainerTests {
         ContainerWorkDirectory.removeStale("curfew-holds-container", olderThan: 3600)
         let work = try ContainerWorkDirectory("curfew-holds-container")
         defer { work.remove() }
-        let binaries = try StaticCurfewBinaries.locate(work: work)
+        let stage = try StaticCurfewBinaries.stage(work: work)
         let root = try ContainerScript.rootFileSystem(work: work)
-        let stage = work.url.appendingPathComponent("opt-curfew")
-        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
-        for name in ["curfew", "curfewd"] {
-            let source = binaries.appendingPathComponent(name)
-            let target = stage.appendingPathComponent(name)
-            if (try? FileManager.default.linkItem(at: source, to: target)) == nil {
-                try FileManager.default.copyItem(at: source, to: target)
-            }
-        }
-        try FileManager.default.copyItem(
-            at: CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps"), to: stage.appendingPathComponent("apps"))
-        chmod(stage.path, 0o755)
 
         try ContainerLock.holding {
             let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)

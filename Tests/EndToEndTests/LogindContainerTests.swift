@@ -30,22 +30,8 @@ struct LogindContainerTests {
         ContainerWorkDirectory.removeStale("curfew-logind-container", olderThan: 3600)
         let work = try ContainerWorkDirectory("curfew-logind-container")
         defer { work.remove() }
-        let binaries = try StaticCurfewBinaries.locate(work: work)
+        let stage = try StaticCurfewBinaries.stage(work: work)
         let root = try ContainerScript.rootFileSystem(work: work)
-        // What the container sees at /opt/curfew: the two binaries and the app catalog.
-        let stage = work.url.appendingPathComponent("opt-curfew")
-        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
-        for name in ["curfew", "curfewd"] {
-            // Hard links: the binaries are 100 MB each with their debug information.
-            let source = binaries.appendingPathComponent(name)
-            let target = stage.appendingPathComponent(name)
-            if (try? FileManager.default.linkItem(at: source, to: target)) == nil {
-                try FileManager.default.copyItem(at: source, to: target)
-            }
-        }
-        try FileManager.default.copyItem(
-            at: CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps"), to: stage.appendingPathComponent("apps"))
-        chmod(stage.path, 0o755)
 
         try ContainerLock.holding {
             let container = try BootedContainer.boot(root: root, binaries: stage.path, work: work)
@@ -540,6 +526,25 @@ enum ContainerScript {
 enum StaticCurfewBinaries {
     static let names = ["curfewd", "curfew"]
     static let scratchPath = ".build/container-static"
+
+    /// What the container sees at /opt/curfew: the two binaries (hard links: they are 100 MB each with
+    /// their debug information) and the app catalog, in `work`.
+    static func stage(work: ContainerWorkDirectory) throws -> URL {
+        let binaries = try locate(work: work)
+        let stage = work.url.appendingPathComponent("opt-curfew")
+        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
+        for name in ["curfew", "curfewd"] {
+            let source = binaries.appendingPathComponent(name)
+            let target = stage.appendingPathComponent(name)
+            if (try? FileManager.default.linkItem(at: source, to: target)) == nil {
+                try FileManager.default.copyItem(at: source, to: target)
+            }
+        }
+        try FileManager.default.copyItem(
+            at: CurfewRunner.repositoryRoot.appendingPathComponent("policies/apps"), to: stage.appendingPathComponent("apps"))
+        chmod(stage.path, 0o755)
+        return stage
+    }
 
     static func locate(work: ContainerWorkDirectory) throws -> URL {
         if let override = ProcessInfo.processInfo.environment["CURFEW_STATIC_BIN_DIR"], !override.isEmpty {
