@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <time.h>
 #include <sys/pidfd.h>
 
 // <stdlib.h> declares these only under _XOPEN_SOURCE, which the Glibc module is built without; the
@@ -27,6 +28,13 @@ extern int accept4(int __fd, struct sockaddr *__addr, unsigned int *__addr_len, 
 extern int eventfd(unsigned int __count, int __flags);
 #define CURFEW_EFD_CLOEXEC 02000000
 #define CURFEW_EFD_NONBLOCK 00004000
+
+// timerfd(2): <sys/timerfd.h> is not part of Swift's Glibc module either (struct itimerspec comes from
+// <time.h>, which is). The flags are those of <bits/timerfd.h>, the same values as eventfd's.
+extern int timerfd_create(int __clock_id, int __flags);
+extern int timerfd_settime(int __ufd, int __flags, const struct itimerspec *__utmr, struct itimerspec *__otmr);
+#define CURFEW_TFD_CLOEXEC 02000000
+#define CURFEW_TFD_NONBLOCK 00004000
 
 // fanotify(7): fanotify_init(2), fanotify_mark(2), struct fanotify_event_metadata and
 // struct fanotify_response, and the FAN_* constants (<linux/fanotify.h>, linux-libc-dev). Swift's Glibc

@@ -23,7 +23,10 @@ struct ThreadService: Service {
                 let agent = self.agent
                 let body = self.body
                 let stop = self.stop
+                let threadName = "curfewd-\(name)"
                 let thread = Thread {
+                    // `curfewd-tracker`, `curfewd-exec-gu`, ... in top -H and /proc/PID/task/TID/comm.
+                    ThreadName.set(threadName)
                     body(agent, stop)
                     // A loop with nothing to do (no logind, say) must not end the group early.
                     stop.wait(milliseconds: -1)

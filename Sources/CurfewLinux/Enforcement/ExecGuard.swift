@@ -19,7 +19,8 @@ import Synchronization
 ///   stops the process after it starts, as it does for everything the guard cannot see (an exec from
 ///   a memfd lives on the kernel's internal shmem mount, which cannot be marked);
 /// - `runWatchdog` answers `FAN_ALLOW` for an event the guard thread has held past the deadline, and
-///   for everything that queues meanwhile;
+///   for everything that queues meanwhile: the guard thread arms a one-shot timer (timerfd(2)) when it
+///   takes an event and disarms it with its answer, so the watchdog sleeps until a decision is late;
 /// - closing the descriptor (when the agent stops, or if it dies) removes the marks, and the kernel
 ///   allows whatever was still waiting.
 ///
@@ -44,9 +45,10 @@ public final class ExecGuard: Sendable {
     /// managed user's exec, so the watchdog must answer.
     let stallMilliseconds: Int64
     let rules = Mutex(ExecRules())
-    /// Signalled when rules are published: the watchdog arms itself while some user has something denied.
-    let rulesChanged = EventSignal()
-    /// Signalled with `rulesChanged`, for the guard thread: it marks the filesystems while some user has
+    /// The watchdog's one-shot timer (CLOCK_MONOTONIC): armed for the deadline while the guard thread
+    /// holds an event, disarmed by its answer. It fires only for a late decision.
+    let deadlineTimer: Int32
+    /// Signalled when rules are published, for the guard thread: it marks the filesystems while some user has
     /// something denied and removes the marks while nobody has (then no exec on the machine waits for
     /// the agent at all), and drops the ignore marks, which were decided under the old rules.
     let marksChanged = EventSignal()
@@ -82,20 +84,30 @@ public final class ExecGuard: Sendable {
         descriptor = try LinuxError.check("fanotify_init") {
             fanotify_init(UInt32(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK), UInt32(O_RDONLY | O_CLOEXEC))
         }
+        do {
+            deadlineTimer = try LinuxError.check("timerfd_create") {
+                timerfd_create(CLOCK_MONOTONIC, CURFEW_TFD_CLOEXEC | CURFEW_TFD_NONBLOCK)
+            }
+        } catch {
+            close(descriptor)
+            throw error
+        }
         self.identities = identities
         self.deadlineNanoseconds = max(1, deadlineMilliseconds) * 1_000_000
         self.stallMilliseconds = max(0, stallMilliseconds)
         self.onDenial = onDenial
     }
 
-    deinit { close(descriptor) }
+    deinit {
+        close(descriptor)
+        close(deadlineTimer)
+    }
 
     /// Takes what the tracker decided; the guard thread uses it from its next event on. The old value
     /// is released outside the lock.
     public func publish(_ new: ExecRules) {
         var old = new
         rules.withLock { swap(&$0, &old) }
-        rulesChanged.signal()
         marksChanged.signal()
     }
 
@@ -239,13 +251,13 @@ public final class ExecGuard: Sendable {
                 let needed = !rules.withLock { $0.isEmpty }
                 if needed && !watching {
                     let (newMounts, failures) = markMounts()
-                    logger.debug("exec guard: watching execs", metadata: ["mounts": "\(newMounts.count)"])
+                    logger.info("exec guard: watching execs", metadata: ["mounts": "\(newMounts.count)"])
                     for (point, error) in failures {
                         logger.notice("exec guard: cannot mark a mount", metadata: ["mount": "\(point)", "error": "\(error)"])
                     }
                 } else if !needed && watching {
                     removeMarks()
-                    logger.debug("exec guard: nothing is denied to anyone; not watching execs")
+                    logger.info("exec guard: nothing is denied to anyone; not watching execs")
                 }
                 watching = needed
             }
@@ -266,6 +278,7 @@ public final class ExecGuard: Sendable {
                 let fd = metadata.fd
                 currentSince.store(Self.monotonicNanoseconds(), ordering: .relaxed)
                 current.store(Int64(fd) + 1, ordering: .releasing)
+                setDeadlineTimer(nanoseconds: deadlineNanoseconds)
                 var answer = UInt32(FAN_ALLOW)
                 var denial: ExecRules.Denial? = nil
                 if metadata.pid != ownPID {
@@ -274,6 +287,7 @@ public final class ExecGuard: Sendable {
                     if denial != nil { answer = UInt32(FAN_DENY) }
                 }
                 let answeredByUs = finish(fd: fd, response: answer)
+                setDeadlineTimer(nanoseconds: 0)
                 // After the answer: a file nobody is denied now is not shown to the guard again.
                 if answeredByUs && denial == nil { ignoreIfAllowedToAll(fd: fd, name: name, path: path) }
                 close(fd)
@@ -364,22 +378,32 @@ public final class ExecGuard: Sendable {
 
     // MARK: - The watchdog
 
+    /// Arms (`nanoseconds` > 0) or disarms (0) the watchdog's one-shot timer. Nothing to allocate; a
+    /// failure (which timerfd_settime(2) has none of for a valid descriptor and value) leaves the
+    /// watchdog asleep, and the guard thread still answers every event itself.
+    func setDeadlineTimer(nanoseconds: Int64) {
+        var value = itimerspec()
+        value.it_value = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        _ = timerfd_settime(deadlineTimer, 0, &value, nil)
+    }
+
     /// Answers `FAN_ALLOW` for the event the guard thread holds once it has held it past the deadline,
-    /// then for every event that queues until the guard thread comes back. Armed (waking every quarter
-    /// of the deadline) only while some managed user has something denied: otherwise the guard thread
-    /// answers from the event alone, with nothing that can wait.
+    /// then for every event that queues until the guard thread comes back. It sleeps until the deadline
+    /// timer fires, which happens only when a decision is late: an agent whose guard answers on time
+    /// never wakes it.
     public func runWatchdog(until stop: Int32, logger: Logger) {
         let quarter = max(1, deadlineNanoseconds / 4_000_000)
         var lastLogged: Int64 = .min / 2
         /// Execs allowed late since the last log line.
         var lateBefore: Int64 = 0
+        var expirations: UInt64 = 0
         while true {
-            let armed = stallMilliseconds > 0 || !rules.withLock { $0.isEmpty }
-            let ready = Readiness.wait([stop, rulesChanged.descriptor], timeoutMilliseconds: armed ? quarter : -1)
+            let ready = Readiness.wait([stop, deadlineTimer], timeoutMilliseconds: -1)
             if ready.first == true { return }
-            if ready.count > 1 && ready[1] { rulesChanged.drain() }
+            // The timer's count of expirations; it is readable again only when it fires again.
+            _ = Glibc.read(deadlineTimer, &expirations, MemoryLayout<UInt64>.size)
             let token = current.load(ordering: .acquiring)
-            guard token > 0, Self.monotonicNanoseconds() - currentSince.load(ordering: .relaxed) > deadlineNanoseconds,
+            guard token > 0, Self.monotonicNanoseconds() - currentSince.load(ordering: .relaxed) >= deadlineNanoseconds,
                 current.compareExchange(expected: token, desired: -1, ordering: .acquiringAndReleasing).exchanged
             else { continue }
             respond(fd: Int32(token - 1), response: UInt32(FAN_ALLOW))
