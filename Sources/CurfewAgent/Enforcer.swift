@@ -146,7 +146,7 @@ final class Enforcer {
             let action = allowedApps.isEmpty ? plan.sessionAction : .none
             holdLinger(user: user, uid: account.uid, lockedOut: plan.sessionAction == .logout, now: now)
             holdBelt(
-                user: user, uid: account.uid, sessions: userSessions, plan: plan, lockout: schedule.policy.lockout,
+                user: user, uid: account.uid, sessions: userSessions, plan: plan,
                 onlyAllowedApps: onlyAllowedApps || (plan.blocked && !allowedApps.isEmpty), monotonic: monotonic)
             switch action {
             case .none:

@@ -90,14 +90,11 @@ extension Enforcer {
     /// grace (`SessionBelt`), so systemd ends it at zero even if the agent is stopped, crashed or hangs;
     /// rewritten when the deadline moves (a grant, a policy, a new day, time that did not count).
     func holdBelt(
-        user: String, uid: UInt32, sessions: [LoginSession], plan: EnforcementPlan, lockout: Lockout, onlyAllowedApps: Bool,
-        monotonic: Int64
+        user: String, uid: UInt32, sessions: [LoginSession], plan: EnforcementPlan, onlyAllowedApps: Bool, monotonic: Int64
     ) {
         guard beltEnabled, !sessions.isEmpty else { return }
         let grace = agent.configuration.beltGraceMilliseconds
-        let wanted = SessionBelt.secondsLeft(plan: plan, lockout: lockout, onlyAllowedApps: onlyAllowedApps).map {
-            monotonic + $0 * 1000 + grace
-        }
+        let wanted = SessionBelt.deadline(plan: plan, onlyAllowedApps: onlyAllowedApps, now: monotonic, graceMilliseconds: grace)
         for session in sessions {
             guard let unit = SystemdUnits.sessionScope(sessionID: session.id) else { continue }
             var current: Int64?? = holds.belts[unit].map { $0.deadline }

@@ -103,6 +103,10 @@ public struct EnforcementPlan: Sendable, Equatable {
     public var countdowns: [WarningSubject: Int64]
     /// The lockout in force (by cause: `bedtimeLockout` at bedtime and downtime); nil while allowed.
     public var lockout: Lockout? = nil
+    /// Seconds until use is blocked by a cause whose lockout ends or locks sessions (`logout`, `lock`):
+    /// 0 while one is in force; nil when none is known to come. A cause whose lockout lets the session
+    /// go on (`network` at bedtime, say) does not count, nor do app limits.
+    public var sessionEndsIn: Int64? = nil
 
     public var blocked: Bool { decision.state != .allowed }
     /// Whether the user's network traffic is to be dropped (loopback excepted): the `network` lockout.
@@ -180,7 +184,33 @@ public enum Enforcement {
                 break
             }
         }
-        return EnforcementPlan(decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout)
+        return EnforcementPlan(
+            decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout,
+            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, now: now))
+    }
+
+    /// `EnforcementPlan.sessionEndsIn`: now when the block in force ends sessions; else the first of the
+    /// causes that will, each by the lockout of its own cause: bedtime (by the clock), the day's and the
+    /// week's budget (at the earliest, after that much more use), and the next change the decision
+    /// knows of (a downtime window, a break).
+    static func sessionEndsIn(schedule: Schedule, decision: Decision, now: Int64) -> Int64? {
+        func endsSessions(_ state: UseState) -> Bool {
+            switch schedule.policy.lockout(in: state) {
+            case .logout?, .lock?: true
+            default: false
+            }
+        }
+        if decision.state != .allowed && endsSessions(decision.state) { return 0 }
+        var candidates: [Int64] = []
+        if endsSessions(.bedtime), let untilBedtime = schedule.secondsUntilBedtime(from: now) { candidates.append(untilBedtime) }
+        if endsSessions(.limitReached) {
+            if let left = decision.limitRemainingSeconds { candidates.append(left) }
+            if let left = decision.weekRemainingSeconds { candidates.append(left) }
+        }
+        if let change = decision.nextChange, change.state != .allowed, endsSessions(change.state) {
+            candidates.append(change.at - now)
+        }
+        return candidates.min().map { max(0, $0) }
     }
 }
 

@@ -46,22 +46,32 @@ public enum SessionBelt {
     /// first, and a deadline moved later by idle time is not rewritten every second.
     public static let defaultGraceSeconds: Int64 = 60
 
+    /// How far ahead the belt of a session under the `lock` lockout is set while the agent keeps it
+    /// locked (`deadline`): between one and two of these, moved on every horizon, so a locked session is
+    /// never ended while the agent runs, and ends within two of these (plus the grace) once it does not.
+    public static let lockedHorizonSeconds: Int64 = 180
+
     /// Seconds from now after which systemd is to end the user's sessions, before the grace; nil: no cap.
+    /// The first block whose own lockout ends or locks sessions (`EnforcementPlan.sessionEndsIn`): a
+    /// `network` bedtime with a `logout` limit caps the session at the limit, not at bedtime.
     /// - Parameters:
     ///   - onlyAllowedApps: the user runs always-allowed apps and nothing else that counts.
-    public static func secondsLeft(plan: EnforcementPlan, lockout: Lockout, onlyAllowedApps: Bool) -> Int64? {
-        switch lockout {
-        case .logout, .lock: break
-        default: return nil  // `apps`, `none`: the session is never ended
-        }
+    public static func secondsLeft(plan: EnforcementPlan, onlyAllowedApps: Bool) -> Int64? {
         if onlyAllowedApps { return nil }
-        if plan.blocked { return 0 }
-        var left: Int64? = nil
-        for (subject, seconds) in plan.countdowns {
-            if case .app = subject { continue }
-            left = min(left ?? seconds, seconds)
+        return plan.sessionEndsIn.map { max(0, $0) }
+    }
+
+    /// The monotonic deadline (ms) for systemd at monotonic `now`; nil: no cap. The time left plus the
+    /// grace; for a session the agent keeps locked (no time left under `lock`), the end of the next
+    /// horizon after the current one, which moves in steps of a horizon: rewritten once per horizon
+    /// (`needsUpdate`), always at least a horizon away while the agent runs.
+    public static func deadline(plan: EnforcementPlan, onlyAllowedApps: Bool, now: Int64, graceMilliseconds: Int64) -> Int64? {
+        guard let left = secondsLeft(plan: plan, onlyAllowedApps: onlyAllowedApps) else { return nil }
+        if left == 0 && plan.blocked && plan.lockout == .lock {
+            let horizon = lockedHorizonSeconds * 1000
+            return (max(0, now) / horizon + 2) * horizon + graceMilliseconds
         }
-        return left.map { max(0, $0) }
+        return now + left * 1000 + graceMilliseconds
     }
 
     /// Whether a cap set at `current` (a monotonic deadline, nil = none) must be rewritten for `wanted`:
