@@ -11,8 +11,8 @@ import Logging
 /// It sleeps until something it acts on changes (`AgentState.enforcerWake`: who counts or runs what,
 /// other computers' usage, policies, grants, sessions, a message) or the next
 /// moment its plans name: a warning threshold, the end of a countdown, the time use is allowed
-/// again, the next minute (schedules change on minutes), a repeat of a lockout action, and while a
-/// time request is outstanding, the next look for the parent's answer. Apps are stopped by the tracker, which owns
+/// again, the next minute (schedules change on minutes), a repeat of a lockout action, and for a minute
+/// after a time request is filed, the next look for the parent's answer. Apps are stopped by the tracker, which owns
 /// the process table; without logind, `logout` is carried out there too, by stopping the user's
 /// processes.
 ///
@@ -34,8 +34,19 @@ final class Enforcer {
     var terminateSince: [UInt32: Int64] = [:]
     var lastKillUser: [UInt32: Int64] = [:]
     var lastAnswerCheck: Int64 = 0
-    /// Whether a time request had no answer at the last look (then answers are looked for every second).
+    /// Whether a time request had no answer at the last look (then answers are looked for).
     var requestsOutstanding = true
+    /// When (monotonic ms) a child last filed a request.
+    var lastRequestFiled: Int64 = .min / 2
+
+    /// A parent often answers at once: for this long after a request is filed, answers are looked for
+    /// every second (`fastAnswerLookMilliseconds`); after that at most every `slowAnswerLookMilliseconds`
+    /// at the steps the enforcer takes anyway (a change, the next minute), so a request nobody answers
+    /// does not wake an idle agent every second (issue 13). An approval publishes a grant, which wakes
+    /// the enforcer at once.
+    static let fastAnswerWindowMilliseconds: Int64 = 60_000
+    static let fastAnswerLookMilliseconds: Int64 = 1_000
+    static let slowAnswerLookMilliseconds: Int64 = 10_000
     /// Milliseconds from the last `step` to the next moment it must run again, changes aside.
     var nextStepIn: Int64 = 0
 
@@ -170,12 +181,17 @@ final class Enforcer {
         {
             wake(within: retry)
         }
-        if state.takeRequestFiled() { requestsOutstanding = true }
-        if requestsOutstanding && monotonic - lastAnswerCheck >= 1_000 {
+        if state.takeRequestFiled() {
+            requestsOutstanding = true
+            lastRequestFiled = monotonic
+        }
+        let justFiled = monotonic - lastRequestFiled < Self.fastAnswerWindowMilliseconds
+        let look = justFiled ? Self.fastAnswerLookMilliseconds : Self.slowAnswerLookMilliseconds
+        if requestsOutstanding && monotonic - lastAnswerCheck >= look {
             lastAnswerCheck = monotonic
             announceAnswers()
         }
-        if requestsOutstanding { wake(within: max(10, lastAnswerCheck + 1_000 - monotonic)) }
+        if requestsOutstanding && justFiled { wake(within: max(10, lastAnswerCheck + look - monotonic)) }
         forgetBelts(sessions: sessions, managedUIDs: Set(users.compactMap { accounts[$0]?.uid }))
         deliver(state.takeMessages())
     }

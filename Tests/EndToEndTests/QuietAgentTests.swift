@@ -173,6 +173,14 @@ struct QuietAgentTests {
         usleep(1_000_000)
         check(try quietest("an app blocked, the exec guard watching"))
 
+        // A request for more time that nobody answers: looked for every second for a minute after it
+        // is filed (a parent often answers at once), then only at the steps the agent takes anyway
+        // (it looked every second until a parent answered, which may be never).
+        let asked = try runner.run(["request", "15m", "--socket", agent.socketPath], asUser: account.name)
+        #expect(asked.status == 0, "\(asked)")
+        usleep(61_000_000)
+        check(try quietest("a request nobody answers, a minute on"))
+
         // Asleep is not deaf: a process of the account is counted from its start.
         let processStarted = Date()
         let process = try spawnLogged(
