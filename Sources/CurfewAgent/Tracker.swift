@@ -124,12 +124,12 @@ public final class Tracker {
         let interpreters = catalog.interpreters
         let loaderIdentities = self.loaderIdentities
         sampler.isLoader = { path, identity in
-            interpreters.isLoader(path) || (identity?.all.contains(where: loaderIdentities.contains) ?? false)
+            interpreters.isLoader(path, owner: identity?.owner) || (identity?.all.contains(where: loaderIdentities.contains) ?? false)
         }
         for definition in catalog.definitions {
             for path in definition.executablePaths where !path.contains(where: { "*?[".contains($0) }) {
                 guard let identity = identities.identities(ofFile: path),
-                    !interpreters.isInterpreter(path), !identity.all.contains(where: interpreterIdentities.contains)
+                    !interpreters.isInterpreter(path, owner: identity.owner), !identity.all.contains(where: interpreterIdentities.contains)
                 else { continue }
                 learn(identity.all, app: definition.name, scope: identity.owner == 0 ? .everyone : .user(identity.owner))
             }
@@ -153,7 +153,8 @@ public final class Tracker {
         for jvm in (try? files.contentsOfDirectory(atPath: "/usr/lib/jvm")) ?? [] { directories.append("/usr/lib/jvm/\(jvm)/bin") }
         for directory in directories {
             for name in (try? files.contentsOfDirectory(atPath: directory)) ?? [] where set.isInterpreter(name) {
-                guard let identity = identities.identities(ofFile: "\(directory)/\(name)") else { continue }
+                // Root's files only: a user's file in /usr/local/bin is not the system's interpreter.
+                guard let identity = identities.identities(ofFile: "\(directory)/\(name)"), identity.owner == 0 else { continue }
                 interpreters.formUnion(identity.all)
                 if set.isLoader(name) { loaders.formUnion(identity.all) }
             }
@@ -737,7 +738,7 @@ public final class Tracker {
         let facts = process.facts
         let identities = facts.identities
         let interpreter =
-            catalog.interpreters.isInterpreter(facts.executablePath ?? "")
+            catalog.interpreters.isInterpreter(facts.executablePath ?? "", owner: facts.executableOwner)
             || identities.contains(where: interpreterIdentities.contains)
         let owner = ownerUID(process.uid)
         let rules = rulesByUID[owner] ?? [:]

@@ -348,6 +348,17 @@ public struct InterpreterSet: Sendable, Equatable {
         return interpreters.contains { globMatch($0, name) } || loaders.contains { globMatch($0, name) }
     }
 
+    /// `isLoader` for a file owned by `owner` (nil: not known): only a file of root's is one by its
+    /// name. A user's own file called `ld-linux-x86-64.so.2` (a blocked game copied there, say) is a
+    /// program like any other; the system's loaders are also known by identity.
+    public func isLoader(_ path: String, owner: UInt32?) -> Bool { (owner ?? 0) == 0 && isLoader(path) }
+
+    /// `isInterpreter` for a file owned by `owner` (nil: not known): only a file of root's is one by
+    /// its name, so a blocked game a child copies to `~/bin/bash` or `~/python3-game` keeps its learnt
+    /// identity (an interpreter's claims are dropped); a copy of a real interpreter is still one by
+    /// its identity.
+    public func isInterpreter(_ path: String, owner: UInt32?) -> Bool { (owner ?? 0) == 0 && isInterpreter(path) }
+
     /// Whether a catalog file holds interpreter lists rather than an app (an object without `name`
     /// holding `interpreters` or `loaders`).
     static func describes(_ value: JSONValue) -> Bool {
@@ -514,7 +525,9 @@ public struct AppCatalog: Sendable {
     /// that claimed its executable's identities; see `resolve`.
     public func match(_ facts: ProcessFacts, knownIdentities: [String: String] = [:]) -> String {
         let claimed = Set(facts.identities.compactMap { knownIdentities[$0] })
-        return resolve(facts, claimed: claimed, isInterpreter: interpreters.isInterpreter(facts.executablePath ?? "")).app
+        return resolve(
+            facts, claimed: claimed, isInterpreter: interpreters.isInterpreter(facts.executablePath ?? "", owner: facts.executableOwner)
+        ).app
     }
 
     /// The app a process belongs to.

@@ -68,10 +68,13 @@ public struct ExecRules: Sendable {
     }
 
     /// Whether the exec of the file at `path` (with its known identities; empty when not known yet)
-    /// by a process of `uid` is denied, and as which app. An interpreter's or loader's exec never is.
-    public func denial(uid: UInt32, path: String, identities: [String]) -> Denial? {
+    /// by a process of `uid` is denied, and as which app. An interpreter's or loader's exec never is (by
+    /// identity, or by name for a file of root's: `fileOwner`, nil when not known).
+    public func denial(uid: UInt32, path: String, identities: [String], fileOwner: UInt32? = nil) -> Denial? {
         guard let owner = owner(of: uid), let user = users[owner] else { return nil }
-        if catalog.interpreters.isInterpreter(path) || identities.contains(where: interpreterIdentities.contains) { return nil }
+        if catalog.interpreters.isInterpreter(path, owner: fileOwner) || identities.contains(where: interpreterIdentities.contains) {
+            return nil
+        }
         let facts = ProcessFacts(
             executablePath: path, fileIdentity: identities.first { $0.hasPrefix("sha256:") },
             buildID: identities.first { $0.hasPrefix("build-id:") })

@@ -61,6 +61,22 @@ import Testing
         #expect(rules.denial(uid: 1001, path: "/usr/bin/python3.11", identities: []) == nil)
     }
 
+    /// A name is an interpreter's or the loader's only for a file of root's: the game a child copies
+    /// to `~/bin/sh`, `~/python3-game` or `~/ld-linux-x86-64.so.2` is still the game by its identity.
+    @Test func aChildsFileNamedLikeAnInterpreterIsJudgedByItsIdentity() {
+        let rules = Self.rules()
+        for path in ["/home/kid/bin/sh", "/home/kid/python3-game", "/home/kid/ld-linux-x86-64.so.2"] {
+            #expect(rules.denial(uid: 1001, path: path, identities: ["build-id:game"], fileOwner: 1001)?.app == "game", "\(path)")
+            #expect(rules.denial(uid: 1001, path: path, identities: ["build-id:game"], fileOwner: 0) == nil, "\(path) of root's")
+        }
+        // A copy of the real interpreter is still one, whoever owns it.
+        #expect(rules.denial(uid: 1001, path: "/home/kid/game", identities: ["sha256:python"], fileOwner: 1001) == nil)
+        #expect(Self.catalog.interpreters.isInterpreter("/home/kid/sh", owner: 1001) == false)
+        #expect(Self.catalog.interpreters.isInterpreter("/bin/sh", owner: 0))
+        #expect(Self.catalog.interpreters.isLoader("/home/kid/ld-linux-x86-64.so.2", owner: 1001) == false)
+        #expect(Self.catalog.interpreters.isLoader("/lib64/ld-linux-x86-64.so.2", owner: 0))
+    }
+
     @Test func nothingDeniedMeansEmpty() {
         #expect(ExecRules().isEmpty)
         #expect(!Self.rules().isEmpty)

@@ -160,6 +160,11 @@ struct AppIdentityEndToEndTests {
         try Self.uniqueBinary(from: "/bin/sleep", to: "\(home)/mygame")  // a program blocked by name
         try FileManager.default.copyItem(atPath: "\(home)/mygame", toPath: "\(home)/renamed-mygame")
         try FileManager.default.copyItem(atPath: game, toPath: "\(home)/homework-tool")  // an allowed app's name
+        // The game under the names of an interpreter and of the loader (whose claims are dropped).
+        try FileManager.default.createDirectory(atPath: "\(home)/tools", withIntermediateDirectories: true)
+        for name in ["tools/bash", "python3-game", "ld-linux-x86-64.so.2"] {
+            try FileManager.default.copyItem(atPath: game, toPath: "\(home)/\(name)")
+        }
         let shm = "/dev/shm/curfewident-\(UUID().uuidString.prefix(8))"
         var appended = try Data(contentsOf: URL(fileURLWithPath: game))
         appended.append(0x2a)
@@ -207,6 +212,9 @@ struct AppIdentityEndToEndTests {
         }
         figures["allowed-name"] = try expectStoppedEveryTime("the game under an allowed app's name", agent: agent) {
             try run("\(home)/homework-tool", ["600"])
+        }
+        for (key, name) in [("as-bash", "tools/bash"), ("as-python3", "python3-game"), ("as-loader", "ld-linux-x86-64.so.2")] {
+            figures[key] = try expectStoppedEveryTime("the game copied to \(name)", agent: agent) { try run("\(home)/\(name)", ["600"]) }
         }
         // Blocked by name: seen once under its name, then its renamed copy is the same app.
         #expect(death(of: try run("\(home)/mygame", ["600"]), within: 1) != nil, "mygame ran\n\(agent.log.suffix(2000))")

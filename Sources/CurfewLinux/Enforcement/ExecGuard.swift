@@ -327,7 +327,7 @@ public final class ExecGuard: Sendable {
         guard length > 0 else { return nil }
         let filePath = String(
             decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
-        return rules.denial(uid: uid, path: filePath, identities: known)
+        return rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid)
     }
 
     /// Makes the kernel stop asking about the file open as `fd` (an ignore mark on its inode, dropped
@@ -343,7 +343,9 @@ public final class ExecGuard: Sendable {
         guard length > 0, let identity = identities.identities(ofFile: String(cString: name)) else { return }
         let filePath = String(
             decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
-        for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: identity.all) != nil { return }
+        for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: identity.all, fileOwner: identity.owner) != nil {
+            return
+        }
         _ = fanotify_mark(descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd, nil)
     }
 
