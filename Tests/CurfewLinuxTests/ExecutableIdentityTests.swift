@@ -96,6 +96,28 @@ import Testing
         #expect(MemoryMapping.programRunByLoader(Array(mappings[7...]), loaderInode: 332717) == nil)
     }
 
+    /// `setarch -L`: mappings go bottom up and libc lies above the program, which the system's
+    /// libraries being set aside still finds.
+    @Test func theLegacyLayoutStillNamesTheProgram() {
+        let text = """
+            2b46be55a000-2b46be580000 r-xp 00001000 fe:00 332717                     /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+            2b46be598000-2b46be59d000 r-xp 00002000 fe:00 254651                     /usr/bin/sleep
+            2b46be5d2000-2b46be728000 r-xp 00026000 fe:00 333151                     /usr/lib/x86_64-linux-gnu/libc.so.6
+            """
+        let mappings = MemoryMapping.parse(text)
+        let systemLibrary = { (mapping: MemoryMapping) in MemoryMapping.hasLibraryName(mapping.path) }
+        #expect(MemoryMapping.programRunByLoader(mappings, loaderInode: 332717, isSystemLibrary: systemLibrary)?.path == "/usr/bin/sleep")
+        // libc itself run by the loader: the only candidate.
+        #expect(
+            MemoryMapping.programRunByLoader([mappings[0], mappings[2]], loaderInode: 332717, isSystemLibrary: systemLibrary)?.path
+                == "/usr/lib/x86_64-linux-gnu/libc.so.6")
+        #expect(MemoryMapping.hasLibraryName("/usr/lib/x86_64-linux-gnu/libc.so.6"))
+        #expect(MemoryMapping.hasLibraryName("/usr/lib/libfoo.so"))
+        #expect(MemoryMapping.hasLibraryName("/usr/lib/libstdc++.so.6.0.30"))
+        #expect(!MemoryMapping.hasLibraryName("/home/kid/game.sober"))
+        #expect(!MemoryMapping.hasLibraryName("/usr/games/game"))
+    }
+
     /// A real `ld.so PROGRAM`: the sampler reports the program, with its identity, and the loader.
     @Test func aProcessRunByTheLoaderIsTheProgram() throws {
         let sampler = ProcessSampler()

@@ -201,6 +201,10 @@ struct AppIdentityEndToEndTests {
         figures["loader"] = try expectStoppedEveryTime("ld.so game", agent: agent) {
             try run("/lib64/ld-linux-x86-64.so.2", [game, "600"])
         }
+        // The legacy layout (any user may ask for it): libc lies above the program the loader mapped.
+        figures["loader-legacy"] = try expectStoppedEveryTime("setarch -L ld.so game", agent: agent) {
+            try run("/usr/bin/setarch", ["x86_64", "-L", "/lib64/ld-linux-x86-64.so.2", game, "600"])
+        }
         figures["appended"] = try expectStoppedEveryTime("appended byte in /dev/shm", agent: agent) { try run(shm, ["600"]) }
         figures["memfd"] = try expectStoppedEveryTime("memfd exec", agent: agent) {
             try run(

@@ -146,8 +146,29 @@ struct MemoryMapping: Equatable {
     /// The program the dynamic loader runs (`ld.so PROGRAM`): the loader maps it before anything
     /// else, and mappings are placed top down, so it is the file-backed executable mapping at the
     /// highest address that is not the loader itself (libraries and later mappings lie below it).
-    /// nil while the loader has not mapped it yet.
-    static func programRunByLoader(_ mappings: [MemoryMapping], loaderInode: UInt64) -> MemoryMapping? {
-        mappings.filter { $0.isFile && $0.executable && $0.inode != loaderInode }.max { $0.start < $1.start }
+    /// Under the legacy layout (`setarch -L`, which any user may ask for) mappings go bottom up and
+    /// libc lies above the program: the system's own shared libraries (`isSystemLibrary`: root's files
+    /// named like one, `libc.so.6`) are never taken for the program while another candidate is
+    /// mapped. nil while the loader has not mapped it yet.
+    static func programRunByLoader(
+        _ mappings: [MemoryMapping], loaderInode: UInt64, isSystemLibrary: (MemoryMapping) -> Bool = { _ in false }
+    ) -> MemoryMapping? {
+        let candidates = mappings.filter { $0.isFile && $0.executable && $0.inode != loaderInode }
+        let programs = candidates.filter { !isSystemLibrary($0) }
+        return (programs.isEmpty ? candidates : programs).max { $0.start < $1.start }
+    }
+
+    /// Whether the file's name is a shared library's: `NAME.so` or `NAME.so.VERSION` (`libc.so.6`).
+    static func hasLibraryName(_ path: String) -> Bool {
+        let name = Array((path.split(separator: "/").last.map(String.init) ?? path).utf8)
+        let suffix = Array(".so".utf8)
+        guard name.count > suffix.count else { return false }
+        for start in 1...(name.count - suffix.count) where Array(name[start..<(start + suffix.count)]) == suffix {
+            let rest = name[(start + suffix.count)...]
+            if rest.isEmpty || (rest.first == UInt8(ascii: ".") && rest.dropFirst().allSatisfy { ($0 >= 48 && $0 <= 57) || $0 == 46 }) {
+                return true
+            }
+        }
+        return false
     }
 }

@@ -444,7 +444,14 @@ public final class ProcessSampler {
             // `ld.so PROGRAM`: the program is what runs. Its file is read through map_files (which
             // works for a deleted file or a memfd), else through the path the mapping names.
             let mappings = reader.read("maps", in: directory).map { MemoryMapping.parse(String(decoding: $0, as: UTF8.self)) } ?? []
-            if let program = MemoryMapping.programRunByLoader(mappings, loaderInode: identity?.inode ?? 0) {
+            let isSystemLibrary = { (mapping: MemoryMapping) -> Bool in
+                guard MemoryMapping.hasLibraryName(mapping.path) else { return false }
+                var file = Glibc.stat()
+                return fstatat(directory, "map_files/\(mapping.range)", &file, 0) == 0 && file.st_uid == 0
+            }
+            if let program = MemoryMapping.programRunByLoader(
+                mappings, loaderInode: identity?.inode ?? 0, isSystemLibrary: isSystemLibrary)
+            {
                 loader = path
                 executable = program.path
                 identity =
