@@ -13,10 +13,11 @@ struct Pair: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Offer this computer's parent key to another computer of the shared folder.",
         discussion: """
-            Prints a pairing code and this computer's parent key fingerprint, then waits for curfew join \\
-            CODE on the other computer. When it answers, both keys' fingerprints are shown; once you \\
-            confirm (or with --yes), the other computer's parent key is trusted here. Only a computer \\
-            that knows the code can answer: whoever else can write the folder cannot slip in a key.
+            Prints a pairing code and this computer's parent key fingerprint, then waits for curfew join \
+            CODE on the other computer. When it answers, both keys' fingerprints are shown; once you \
+            confirm (or with --yes), the other computer's parent key is trusted here, and the other \
+            computer trusts this one's when your confirmation reaches it. Only a computer that knows the \
+            code can answer: whoever else can write the folder cannot slip in a key.
             """)
 
     @OptionGroup var location: LocationOptions
@@ -56,7 +57,16 @@ struct Pair: ParsableCommand {
         Output.lineNow(
             "\(UntrustedText.terminal(message.host)) answered with parent key \(key.id), fingerprint \(KeyFingerprint.text(of: key))")
         Output.lineNow("check that the other screen shows the same two fingerprints")
-        try trustPairedKey(key, host: message.host, workspace: workspace, own: parent, yes: yes)
+        try confirmPairedKey(key, host: message.host, workspace: workspace, yes: yes)
+        try trustPairedKey(key, host: message.host, workspace: workspace)
+        // The other computer trusts this one's key only when this confirmation reaches it.
+        let accepted = PairingMessage(
+            kind: .accepted, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
+            mac: SharedDirectory.pairingMAC(
+                code: code, PairingCode.acceptedMessage(nonce: nonce, offerKey: parent.publicKey.base64, answerKey: message.parentKey)),
+            time: Workspace.now(), expires: offer.expires)
+        try translatingErrors { try workspace.shared.publish(accepted, signedBy: parent) }
+        Output.lineNow("confirmed; the other computer trusts this computer's parent key once this reaches it")
     }
 }
 
@@ -64,9 +74,10 @@ struct Join: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Answer another computer's curfew pair with its code: the parents' keys are exchanged.",
         discussion: """
-            Waits until the offer of CODE has reached the shared folder, shows both parent keys' \\
-            fingerprints, and once you confirm (or with --yes) trusts the other computer's parent key \\
-            and answers with this computer's; the other computer trusts it once its parent confirms there.
+            Waits until the offer of CODE has reached the shared folder, shows both parent keys' \
+            fingerprints, and once you confirm (or with --yes) answers with this computer's parent key. \
+            The other computer trusts it once its parent confirms there; this computer trusts the other's \
+            key only when that confirmation comes back (within --timeout, or until the offer expires).
             """)
 
     @OptionGroup var location: LocationOptions
@@ -107,7 +118,7 @@ struct Join: ParsableCommand {
             "\(UntrustedText.terminal(message.host)) offers parent key \(key.id), fingerprint \(KeyFingerprint.text(of: key))")
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
         Output.lineNow("check that the other screen shows the same two fingerprints")
-        try trustPairedKey(key, host: message.host, workspace: workspace, own: parent, yes: yes)
+        try confirmPairedKey(key, host: message.host, workspace: workspace, yes: yes)
         let answer = PairingMessage(
             kind: .answer, nonce: message.nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
             mac: SharedDirectory.pairingMAC(
@@ -115,6 +126,26 @@ struct Join: ParsableCommand {
                 PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64)),
             time: Workspace.now(), expires: message.expires)
         try translatingErrors { try workspace.shared.publish(answer, signedBy: parent) }
+        Output.lineNow("answered; waiting for the other computer's parent to confirm there")
+        // Trusted only once the other parent confirmed: their acceptance, signed by the offered key and
+        // bound by the code to both keys. Until the offer expires (plus a minute for the folder to
+        // sync), or this command's own timeout if later.
+        let acceptDeadline = max(Date().addingTimeInterval(timeout), Date(timeIntervalSince1970: TimeInterval(message.expires + 60)))
+        var accepted: PairingMessage?
+        while true {
+            accepted = workspace.shared.pairingAcceptance(
+                nonce: message.nonce, code: code, offerKey: message.parentKey, answerKey: parent.publicKey.base64)
+            if accepted != nil || Date() >= acceptDeadline { break }
+            usleep(200_000)
+        }
+        guard accepted != nil else {
+            workspace.shared.removePairing(nonce: message.nonce, kinds: [.answer])
+            throw CLIError(
+                "the other computer's parent did not confirm this computer's key in time; nothing trusted (the answer is withdrawn)",
+                .notConfirmed)
+        }
+        workspace.shared.removePairing(nonce: message.nonce, kinds: [.accepted])
+        try trustPairedKey(key, host: message.host, workspace: workspace)
         // This computer counts on the other one as soon as its enrolment (by this parent key) arrives there.
         let machine = try translatingErrors {
             try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
@@ -123,18 +154,22 @@ struct Join: ParsableCommand {
         if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
             Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
         }
-        Output.lineNow("answered; the other computer trusts this computer's parent key once its parent confirms there")
+        Output.lineNow("both parents confirmed: the computers trust each other's parent keys")
     }
 }
 
-/// Asks (unless `yes`), then trusts `key`; refuses a revoked key.
-func trustPairedKey(_ key: PublicKey, host: String, workspace: Workspace, own: SigningKey, yes: Bool) throws {
+/// Refuses a revoked key, then asks (unless `yes`) whether to trust `key`.
+func confirmPairedKey(_ key: PublicKey, host: String, workspace: Workspace, yes: Bool) throws {
     if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[key.id] {
         throw CLIError("key \(key.id) was revoked at \(utcTimestamp(revocation.time)) and cannot be trusted again", .notPermitted)
     }
     guard yes || Output.confirm("Trust parent key \(key.id) of \(UntrustedText.terminal(host))? Records it signs will be enforced here.") else {
         throw CLIError("not confirmed; nothing trusted", .failure)
     }
+}
+
+/// Trusts `key` (confirmed by `confirmPairedKey`).
+func trustPairedKey(_ key: PublicKey, host: String, workspace: Workspace) throws {
     if try translatingErrors({ try workspace.keyRing.trustedKeys() })[key.id] != nil {
         Output.lineNow("parent key \(key.id) was already trusted here")
         return

@@ -360,10 +360,10 @@ struct SyncPrune: ParsableCommand {
         commandName: "prune",
         abstract: "Remove confirmations of deleted records and rejected files older than a day.",
         discussion: """
-            Lists what it will remove and asks (--yes skips the question): confirmations of records no \\
-            longer in records/, record files that can never be used (malformed, tampered, forged by a \\
-            trusted key's name), and temporary files of interrupted writes, each last changed more than \\
-            a day ago. Records signed by keys this computer does not trust, or has revoked, are kept: \\
+            Lists what it will remove and asks (--yes skips the question): confirmations of records no \
+            longer in records/, record files that can never be used (malformed, tampered, forged by a \
+            trusted key's name), and temporary files of interrupted writes, each last changed more than \
+            a day ago. Records signed by keys this computer does not trust, or has revoked, are kept: \
             another computer may trust them.
             """)
 

@@ -14,13 +14,13 @@ struct SyncSetup: ParsableCommand {
         commandName: "setup",
         abstract: "Share the shared directory through the local Syncthing (folder id curfew).",
         discussion: """
-            As root, with Syncthing running as root (systemctl enable --now syncthing@root): makes FOLDER \\
-            root's 0700 directory with .stfolder and a .stignore for Curfew's temporary names, moves the \\
-            shared directory's files into it and makes the shared directory a symlink to it, writes the \\
-            ReadWritePaths drop-in of curfewd.service and reloads it, configures Syncthing through its \\
-            REST API (folder curfew, send-receive, file watcher on with a 1 s delay, permissions not \\
-            ignored; the API key and address come from Syncthing's config.xml), and enrols this computer \\
-            when it holds a parent key. What remains: introducing the two computers' Syncthing devices to \\
+            As root, with Syncthing running as root (systemctl enable --now syncthing@root): makes FOLDER \
+            root's 0700 directory with .stfolder and a .stignore for Curfew's temporary names, moves the \
+            shared directory's files into it and makes the shared directory a symlink to it, writes the \
+            ReadWritePaths drop-in of curfewd.service and reloads it, configures Syncthing through its \
+            REST API (folder curfew, send-receive, file watcher on with a 1 s delay, permissions not \
+            ignored; the API key and address come from Syncthing's config.xml), and enrols this computer \
+            when it holds a parent key. What remains: introducing the two computers' Syncthing devices to \
             each other and sharing folder curfew between them, then curfew pair / curfew join.
             """)
 

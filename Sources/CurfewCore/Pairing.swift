@@ -4,9 +4,11 @@
 /// its parent key, signed by that key, with an HMAC over the key keyed by the code. `curfew join CODE`
 /// on the second computer finds the offer whose HMAC verifies with the code (so the key in it is the
 /// one the first screen showed, not one planted by whoever else can write the folder), shows both
-/// keys' fingerprints, and once its parent confirms, trusts the first key and writes an answer: its
-/// own parent key, signed by it, with an HMAC over both keys keyed by the code. The first computer
-/// checks the answer the same way and trusts the second key once its parent confirms.
+/// keys' fingerprints, and once its parent confirms, writes an answer: its own parent key, signed by
+/// it, with an HMAC over both keys keyed by the code. The first computer checks the answer the same
+/// way, trusts the second key once its parent confirms, and writes an acceptance: signed by its key,
+/// with an HMAC over both keys. Only when the acceptance arrives does the second computer trust the
+/// first key, so a key is trusted on either side only after both parents confirmed.
 public enum PairingCode {
     /// No 0/O, 1/I/L: read aloud or typed from another screen.
     public static let alphabet = Array("23456789ABCDEFGHJKMNPQRSTUVWXYZ")
@@ -33,12 +35,30 @@ public enum PairingCode {
     public static func answerMessage(nonce: String, offerKey: String, answerKey: String) -> [UInt8] {
         Array("curfew-pair-answer-v1\n\(nonce)\n\(offerKey)\n\(answerKey)".utf8)
     }
+
+    /// The bytes an acceptance's HMAC is over: both keys again, under a domain of its own (an answer's
+    /// MAC is no acceptance).
+    public static func acceptedMessage(nonce: String, offerKey: String, answerKey: String) -> [UInt8] {
+        Array("curfew-pair-accepted-v1\n\(nonce)\n\(offerKey)\n\(answerKey)".utf8)
+    }
 }
 
-/// One side of a pairing, as it lies in `<shared-dir>/pairing/`: `offer-<nonce>.json` or
-/// `answer-<nonce>.json`, signed by the parent key it carries.
+/// One step of a pairing, as it lies in `<shared-dir>/pairing/`: `offer-<nonce>.json`,
+/// `answer-<nonce>.json` or `accepted-<nonce>.json` (the offering computer's, once its parent
+/// confirmed), signed by the parent key it carries.
 public struct PairingMessage: Sendable, Equatable {
-    public enum Kind: String, Sendable { case offer = "pairing-offer", answer = "pairing-answer" }
+    public enum Kind: String, Sendable {
+        case offer = "pairing-offer", answer = "pairing-answer", accepted = "pairing-accepted"
+
+        /// The file name's prefix.
+        public var word: String {
+            switch self {
+            case .offer: "offer"
+            case .answer: "answer"
+            case .accepted: "accepted"
+            }
+        }
+    }
 
     public var kind: Kind
     /// 32 hex digits chosen by the offer.
@@ -68,7 +88,7 @@ public struct PairingMessage: Sendable, Equatable {
         text.utf8.count == 32 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
-    public var fileName: String { "\(kind == .offer ? "offer" : "answer")-\(nonce).json" }
+    public var fileName: String { "\(kind.word)-\(nonce).json" }
 
     public var signedPayload: JSONValue {
         .object(

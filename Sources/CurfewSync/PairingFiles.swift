@@ -25,13 +25,18 @@ extension SharedDirectory {
         try write(try key.signedFile(message), into: ["pairing"], name: message.fileName)
     }
 
-    public func removePairing(nonce: String) {
-        for kind in ["offer", "answer"] { unlink("\(pairingPath)/\(kind)-\(nonce).json") }
+    /// Removes the pairing's files of `kinds` (the offering computer leaves its acceptance for the
+    /// other to read; that one removes it).
+    public func removePairing(nonce: String, kinds: [PairingMessage.Kind] = [.offer, .answer]) {
+        for kind in kinds { unlink("\(pairingPath)/\(kind.word)-\(nonce).json") }
     }
 
     /// The pairing file at `name` when it is well formed, signed by the key it carries, and its HMAC
-    /// verifies with `code` (for an answer, over `offerKey` and its own key).
-    func verifiedPairing(name: String, kind: PairingMessage.Kind, code: String, offerKey: String?) -> (PairingMessage, PublicKey)? {
+    /// verifies with `code` (for an answer, over `offerKey` and its own key; for an acceptance, signed
+    /// by `offerKey` over it and `answerKey`).
+    func verifiedPairing(
+        name: String, kind: PairingMessage.Kind, code: String, offerKey: String?, answerKey: String? = nil
+    ) -> (PairingMessage, PublicKey)? {
         guard let bytes = try? Files.readRegularFile("\(pairingPath)/\(name)", maxBytes: 4096),
             let (message, signature) = try? PairingMessage.parse(bytes, kind: kind), message.fileName == name,
             let key = PublicKey(base64: message.parentKey), key.id == message.keyId, key.verifies(signature, of: message)
@@ -42,6 +47,9 @@ extension SharedDirectory {
         case .answer:
             guard let offerKey else { return nil }
             expected = PairingCode.answerMessage(nonce: message.nonce, offerKey: offerKey, answerKey: message.parentKey)
+        case .accepted:
+            guard let offerKey, let answerKey, message.parentKey == offerKey else { return nil }
+            expected = PairingCode.acceptedMessage(nonce: message.nonce, offerKey: offerKey, answerKey: answerKey)
         }
         // Compared as HMACs of their own, so the comparison takes the same time wherever they differ.
         let computed = Self.pairingMAC(code: code, expected)
@@ -59,5 +67,11 @@ extension SharedDirectory {
     /// The answer to the offer `nonce` of key `offerKey`, when one proves knowledge of `code`.
     public func pairingAnswer(nonce: String, code: String, offerKey: String) -> (PairingMessage, PublicKey)? {
         verifiedPairing(name: "answer-\(nonce).json", kind: .answer, code: code, offerKey: offerKey)
+    }
+
+    /// The offering computer's acceptance of the answer with `answerKey`, when it is signed by
+    /// `offerKey` and proves knowledge of `code`.
+    public func pairingAcceptance(nonce: String, code: String, offerKey: String, answerKey: String) -> PairingMessage? {
+        verifiedPairing(name: "accepted-\(nonce).json", kind: .accepted, code: code, offerKey: offerKey, answerKey: answerKey)?.0
     }
 }

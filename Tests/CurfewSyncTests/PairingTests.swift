@@ -73,4 +73,49 @@ import Testing
         shared.removePairing(nonce: nonce)
         #expect(!FileManager.default.fileExists(atPath: "\(shared.pairingPath)/\(genuine.fileName)"))
     }
+
+    /// The second computer trusts the offered key only once the first computer's parent confirmed:
+    /// an acceptance signed by the offered key whose HMAC binds the code to both keys.
+    @Test func onlyTheOfferingKeysAcceptanceOfThisAnswerCounts() throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let shared = SharedDirectory(path: root)
+        try shared.create()
+        let code = "7KQM4TXC9PRD"
+        let nonce = SharedDirectory.newNonce()
+        let (first, second, intruder) = (SigningKey(), SigningKey(), SigningKey())
+        func accepted(by key: SigningKey, answerKey: String, code: String, domain: (String, String, String) -> [UInt8]) -> PairingMessage {
+            PairingMessage(
+                kind: .accepted, nonce: nonce, host: "den", parentKey: key.publicKey.base64, keyId: key.id,
+                mac: SharedDirectory.pairingMAC(code: code, domain(nonce, first.publicKey.base64, answerKey)),
+                time: 1_795_000_020, expires: 1_795_000_600)
+        }
+        let acceptance = { (nonce: String, offerKey: String, answerKey: String) in
+            PairingCode.acceptedMessage(nonce: nonce, offerKey: offerKey, answerKey: answerKey)
+        }
+        func found() -> PairingMessage? {
+            shared.pairingAcceptance(nonce: nonce, code: code, offerKey: first.publicKey.base64, answerKey: second.publicKey.base64)
+        }
+        #expect(found() == nil, "nothing accepted yet")
+        // Whoever can write the folder, with a key of their own and without the code.
+        try shared.publish(accepted(by: intruder, answerKey: second.publicKey.base64, code: "AAAAAAAAAAAA", domain: acceptance), signedBy: intruder)
+        #expect(found() == nil)
+        // The offering key's acceptance of another answer (the intruder's key), or an answer's MAC reused.
+        try shared.publish(accepted(by: first, answerKey: intruder.publicKey.base64, code: code, domain: acceptance), signedBy: first)
+        #expect(found() == nil)
+        let answerMAC = { (nonce: String, offerKey: String, answerKey: String) in
+            PairingCode.answerMessage(nonce: nonce, offerKey: offerKey, answerKey: answerKey)
+        }
+        try shared.publish(accepted(by: first, answerKey: second.publicKey.base64, code: code, domain: answerMAC), signedBy: first)
+        #expect(found() == nil)
+        // The genuine acceptance.
+        let genuine = accepted(by: first, answerKey: second.publicKey.base64, code: code, domain: acceptance)
+        try shared.publish(genuine, signedBy: first)
+        #expect(found() == genuine)
+        #expect(genuine.fileName == "accepted-\(nonce).json")
+        // The offering computer leaves it when it withdraws its offer; the answering one removes it.
+        shared.removePairing(nonce: nonce)
+        #expect(found() == genuine)
+        shared.removePairing(nonce: nonce, kinds: [.accepted])
+        #expect(found() == nil)
+    }
 }
