@@ -73,6 +73,10 @@ struct AppIdentityEndToEndTests {
         try write(
             #"{"name": "homework", "category": "education", "match": {"executableNames": ["homework-tool"]}}"#,
             to: "\(catalog)/homework.json")
+        // Minecraft's way: a game that is a Java program, known by its command line.
+        try write(
+            #"{"name": "javaquest", "category": "game", "match": {"commandLine": ["*java* *JavaQuest.java*"]}}"#,
+            to: "\(catalog)/javaquest.json")
         runner.catalogDirectory = catalog
         try runner.ok(["init"])
         for account in [child, otherChild] {
@@ -81,7 +85,7 @@ struct AppIdentityEndToEndTests {
             try runner.ok(["bedtime", account.name, "off"])
             try runner.ok(["timezone", account.name, "UTC"])
         }
-        for app in ["testgame", "quest", "dungeon"] { try runner.ok(["app", "block", child.name, app]) }
+        for app in ["testgame", "quest", "dungeon", "javaquest"] { try runner.ok(["app", "block", child.name, app]) }
         try runner.ok(["app", "allow", child.name, "homework"])
         try runner.ok(["app", "block", child.name, "mygame", "--by-name"])
         try runner.ok(["app", "block", child.name, "mygame.sh", "--by-name"])
@@ -155,6 +159,12 @@ struct AppIdentityEndToEndTests {
         try write("sleep(600);\n", to: "\(home)/other.pl")
         try write("sleep 600\n", to: "\(home)/mygame.sh", mode: 0o755)
         try write("sleep 600\n", to: "\(home)/homework.sh", mode: 0o755)
+        // Java programs run from source (java 11+): the blocked game and another program.
+        for name in ["JavaQuest", "JavaHomework"] {
+            try write(
+                "public class \(name) { public static void main(String[] a) throws Exception { Thread.sleep(600_000); } }\n",
+                to: "\(home)/\(name).java")
+        }
         try FileManager.default.createDirectory(atPath: "\(home)/bin", withIntermediateDirectories: true)
         try Self.uniqueBinary(from: "/usr/bin/tail", to: "\(home)/bin/testgame")  // shares the game's file name only
         try Self.uniqueBinary(from: "/bin/sleep", to: "\(home)/mygame")  // a program blocked by name
@@ -190,6 +200,7 @@ struct AppIdentityEndToEndTests {
             ("perl other.pl", try run("/usr/bin/perl", ["other.pl"])),
             ("bin/testgame", try run("\(home)/bin/testgame", ["-f", "/dev/null"])),
             ("sh homework.sh", try run("/bin/sh", ["homework.sh"])),
+            ("java JavaHomework.java", try run("/usr/bin/java", ["JavaHomework.java"])),
             ("the other child's game", try base.runAs(setup.otherChild, game, ["600"])),
         ]
         defer { stop(innocents.map(\.1)) }
@@ -198,6 +209,11 @@ struct AppIdentityEndToEndTests {
         figures["game"] = try expectStoppedEveryTime("the game", agent: agent) { try run(game, ["600"]) }
         figures["quest"] = try expectStoppedEveryTime("python3 quest.py", agent: agent) { try run("/usr/bin/python3", ["quest.py"]) }
         figures["dungeon"] = try expectStoppedEveryTime("perl dungeon.pl", agent: agent) { try run("/usr/bin/perl", ["dungeon.pl"]) }
+        // Matched by its command line, so java's own identity must not be learnt as the game (another
+        // Java program, an innocent above, keeps running).
+        figures["java"] = try expectStoppedEveryTime("java JavaQuest.java", count: 3, agent: agent) {
+            try run("/usr/bin/java", ["JavaQuest.java"])
+        }
         figures["loader"] = try expectStoppedEveryTime("ld.so game", agent: agent) {
             try run("/lib64/ld-linux-x86-64.so.2", [game, "600"])
         }
