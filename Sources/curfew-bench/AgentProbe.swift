@@ -48,9 +48,11 @@ struct AgentProbe {
     /// for `seconds`, then stops it with SIGTERM. With `churnPerSecond`, that many short processes of
     /// the account (`/bin/true`) start and end each second of the window, as on a busy desktop.
     /// `churnOfOthers`: the short processes are the benchmark's own (root's, not managed), as on a
-    /// machine where something else builds or runs scripts.
+    /// machine where something else builds or runs scripts. `extraSetup`: more `curfew` commands after
+    /// the account's (an app blocked, say).
     func run(
-        seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0, churnOfOthers: Bool = false
+        seconds: Double, warmUp: Double = 2, extraArguments: [String] = [], churnPerSecond: Int = 0, churnOfOthers: Bool = false,
+        extraSetup: [[String]] = []
     ) throws -> Figures {
         let curfew = "\(binDirectory)/curfew"
         let curfewd = "\(binDirectory)/curfewd"
@@ -72,7 +74,7 @@ struct AgentProbe {
         // Unrestricted: the agent enforces what it manages, and the figures are about tracking.
         for arguments in [
             ["init"], ["user", "add", account.name], ["limit", account.name, "unlimited"], ["bedtime", account.name, "off"],
-        ] {
+        ] + extraSetup {
             let result = capture(curfew, arguments, fullEnvironment: environment, in: directory)
             guard result.status == 0 else {
                 throw BenchFailure("curfew \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.output)")

@@ -19,6 +19,12 @@ func runIdleBenchmarks(root: String, seconds: Double) throws {
     let idle = try AgentProbe(account: account, directory: "\(root)/idle", guardian: guardian).run(seconds: seconds, warmUp: 3)
     printIdle(idle, label: "curfewd idle (\(account.name) managed, no process of theirs)")
 
+    // An app blocked for the account: the exec guard marks every filesystem and sees every exec on the
+    // machine (each file once, until it is ignored); its watchdog sleeps until a decision is late.
+    let guarded = try AgentProbe(account: account, directory: "\(root)/guarded", guardian: guardian).run(
+        seconds: seconds, warmUp: 3, extraArguments: ["--exec-guard", "on"], extraSetup: [["app", "block", account.name, "supertuxkart"]])
+    printIdle(guarded, label: "curfewd idle with an app blocked for \(account.name) (the exec guard watching every exec)")
+
     let sleepers = Sleepers(account: account, guardian: guardian)
     defer { sleepers.stopAll() }
     if let error = sleepers.grow(to: 1) { throw BenchFailure("cannot start a process of \(account.name): \(error)") }
@@ -34,7 +40,8 @@ func runIdleBenchmarks(root: String, seconds: Double) throws {
 
     let own = Double(idle.voluntarySwitches - idle.dispatchManagerSwitches) / idle.windowSeconds
     print(
-        "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met") "
+        "target: idle wakeups \(format(idle.wakeupsPerSecond))/s < 1/s: \(idle.wakeupsPerSecond < 1 ? "met" : "NOT met"), "
+            + "with an app blocked \(format(guarded.wakeupsPerSecond))/s: \(guarded.wakeupsPerSecond < 1 ? "met" : "NOT met") "
             + "(the agent's own loops \(format(own))/s, libdispatch's manager thread the rest); "
             + "counting \(format(counting.wakeupsPerSecond))/s (the tick, 1/s, and the flush's write every 2 s)")
 }

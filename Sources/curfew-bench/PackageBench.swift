@@ -4,7 +4,7 @@ import Foundation
 // The package's figures (issue 19): the .deb's size and its Installed-Size, and the time-zone rules
 // (the system's TZif files, read by CurfewCore) against Foundation's ICU-backed TimeZone for the
 // same lookups. The agent's RSS at 2,000 processes is the tracking section's ("agent at 2000
-// processes"). What is left in the program by library: packaging/deb/size-by-library.py.
+// processes"). What is left in the program by library: packaging/deb/size-by-library.py, run here.
 
 /// `$CURFEW_DEB`, else the newest .build/deb/curfew_*.deb (`make deb`).
 func packageUnderBench() -> String? {
@@ -31,6 +31,22 @@ func runPackageBenchmarks() throws {
                 + "installed \(format(Double(installedKiB) / 1024)) MiB (target < 75 MB)")
     } else {
         print("no .deb (make deb, or CURFEW_DEB=path): package sizes not measured")
+    }
+    // What is left in the package's one program, by library (its unstripped build, `make static`).
+    let program = ".build/container-static/release/curfew-multicall"
+    if FileManager.default.isExecutableFile(atPath: program) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["packaging/deb/size-by-library.py", program]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        print("\(program) by library (packaging/deb/size-by-library.py):")
+        for line in output.split(separator: "\n") { print("  \(line)") }
+    } else {
+        print("no \(program) (make static): its size by library not measured")
     }
 
     // The offset at an instant, a year of hours across DST changes, in the zone a policy names.
