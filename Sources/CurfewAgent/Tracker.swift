@@ -24,6 +24,8 @@ public final class Tracker {
     /// literal catalog paths, from processes a catalog app matched by executable path, and from
     /// programs a `--by-name` rule named, so a renamed, copied or modified binary is still that app.
     var claims = IdentityClaims()
+    /// The claims' generation last written to the database.
+    var persistedClaimsGeneration: UInt64 = 0
     /// The identities of the interpreters and loaders installed on the system (the catalog's globs,
     /// looked up in the usual directories): a renamed copy of one is one too, and never claimed.
     let interpreterIdentities: Set<String>
@@ -134,6 +136,12 @@ public final class Tracker {
                 learn(identity.all, app: definition.name, scope: identity.owner == 0 ? .everyone : .user(identity.owner))
             }
         }
+        // What earlier runs learnt (a renamed --by-name copy stays blocked after a restart).
+        if let kept = try? store.read({ try AgentStateTable.get(AgentStateKeys.identityClaims, $0) }) {
+            claims.restore(kept)
+            matchGeneration &+= 1
+        }
+        persistedClaimsGeneration = claims.generation
     }
 
     /// Directories where interpreters and loaders are installed.
@@ -783,7 +791,8 @@ public final class Tracker {
     /// forced. On failure everything stays pending and is tried again.
     public func flush(force: Bool) {
         guard force || last.monotonic - lastFlush >= flushInterval else { return }
-        guard !pending.isEmpty || !pendingEvents.isEmpty else {
+        let claimsToKeep = claims.generation != persistedClaimsGeneration ? (claims.generation, claims.persisted) : nil
+        guard !pending.isEmpty || !pendingEvents.isEmpty || claimsToKeep != nil else {
             lastFlush = last.monotonic
             return
         }
@@ -805,7 +814,9 @@ public final class Tracker {
                     guard let clock = live[user]?.breakClock else { continue }
                     try AgentStateTable.set(AgentStateKeys.breakClockPrefix + user, clock.persisted(atWall: last.wall), db)
                 }
+                if let (_, text) = claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, text, db) }
             }
+            if let (generation, _) = claimsToKeep { persistedClaimsGeneration = generation }
             pending = [:]
             pendingEvents = []
             lastFlush = last.monotonic

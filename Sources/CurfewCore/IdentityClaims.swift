@@ -12,6 +12,14 @@ public struct IdentityClaims: Sendable {
     public enum Scope: Hashable, Sendable {
         case everyone
         case user(UInt32)
+
+        /// `everyone`, or the uid.
+        public var word: String {
+            switch self {
+            case .everyone: "everyone"
+            case .user(let uid): String(uid)
+            }
+        }
     }
 
     /// A second app claiming an identity: the caller logs it once (each pair is reported once).
@@ -64,6 +72,42 @@ public struct IdentityClaims: Sendable {
             for (app, scopes) in apps where scopes.contains(.everyone) || scopes.contains(.user(uid)) { result.insert(app) }
         }
         return result
+    }
+
+    /// Every claim, as (identity, app, scope), in a stable order.
+    public var entries: [(identity: String, app: String, scope: Scope)] {
+        var result: [(identity: String, app: String, scope: Scope)] = []
+        for (identity, apps) in claims.sorted(by: { $0.key < $1.key }) {
+            for (app, scopes) in apps.sorted(by: { $0.key < $1.key }) {
+                for scope in scopes.sorted(by: { $0.word < $1.word }) { result.append((identity, app, scope)) }
+            }
+        }
+        return result
+    }
+
+    /// The claims as the agent keeps them across restarts (`AgentStateKeys.identityClaims`): one line
+    /// each, `identity TAB app TAB everyone|UID`. What was learnt from a binary seen once (a renamed
+    /// `--by-name` copy, a glob path's game) then holds after a restart or a reboot too.
+    public var persisted: String {
+        entries.filter { !$0.identity.contains(where: \.isNewline) && !$0.app.contains(where: { $0 == "\t" || $0.isNewline }) }
+            .map { "\($0.identity)\t\($0.app)\t\($0.scope.word)" }.joined(separator: "\n")
+    }
+
+    /// `persisted` read back, each line claimed as it was; a malformed line is skipped.
+    public mutating func restore(_ text: String) {
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            guard fields.count == 3, !fields[0].isEmpty, !fields[1].isEmpty else { continue }
+            let scope: Scope
+            if fields[2] == "everyone" {
+                scope = .everyone
+            } else if let uid = UInt32(fields[2]) {
+                scope = .user(uid)
+            } else {
+                continue
+            }
+            claim([String(fields[0])], app: String(fields[1]), scope: scope)
+        }
     }
 
     private mutating func dropUserClaims() {

@@ -22,4 +22,6 @@ public enum AgentStateKeys {
     /// `<prefix><user>`: the user lingered (systemd) when a `logout` lockout turned it off; it is turned
     /// on again when they are allowed again, after a restart of the agent too.
     public static let lingerRestorePrefix = "linger-restore:"
+    /// The identities the tracker learnt and the apps that claim them (`IdentityClaims.persisted`).
+    public static let identityClaims = "identity-claims"
 }

@@ -101,6 +101,23 @@ import Testing
         #expect(claims.apps(claiming: ["sha256:other"], uid: 1001).isEmpty)
     }
 
+    /// The agent keeps its claims across restarts: read back, every claim is as it was, and a line
+    /// that is not one (a hand-edited or cut value) is skipped.
+    @Test func claimsReadBackAsTheyWere() {
+        var claims = IdentityClaims()
+        claims.claim(["sha256:g", "build-id:01"], app: "game", scope: .everyone)
+        claims.claim(["sha256:mine"], app: "mygame", scope: .user(1001))
+        claims.claim(["build-id:01"], app: "launcher", scope: .user(1002))
+        let text = claims.persisted
+        #expect(text.split(separator: "\n").count == 4, "\(text)")
+        var restored = IdentityClaims()
+        restored.restore(text + "\nbroken line\nsha256:x\tapp\tnobody\n\tapp\teveryone")
+        #expect(restored.entries.map { "\($0.identity) \($0.app) \($0.scope.word)" } == claims.entries.map { "\($0.identity) \($0.app) \($0.scope.word)" })
+        #expect(restored.apps(claiming: ["sha256:mine"], uid: 1001) == ["mygame"])
+        #expect(restored.apps(claiming: ["sha256:mine"], uid: 1002).isEmpty)
+        #expect(restored.apps(claiming: ["build-id:01"], uid: 1002) == ["game", "launcher"])
+    }
+
     @Test func userClaimsPastCapacityAreDroppedNotSystemOnes() {
         var claims = IdentityClaims(capacity: 4)
         claims.claim(["sha256:system"], app: "game", scope: .everyone)

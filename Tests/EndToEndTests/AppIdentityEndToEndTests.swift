@@ -257,6 +257,32 @@ struct AppIdentityEndToEndTests {
         }
     }
 
+    /// What the agent learnt holds after it restarts (a reboot, an upgrade): a renamed copy of a program
+    /// blocked by name, seen once under its name before, is stopped by the next agent at once, though
+    /// that agent never saw the original.
+    @Test func aRenamedCopyStaysBlockedAfterTheAgentRestarts() throws {
+        let setup = try setUp()
+        let runner = setup.runner
+        defer { runner.cleanUp() }
+        let child = setup.child
+        let home = "\(setup.games)/home"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        try Self.uniqueBinary(from: "/bin/sleep", to: "\(home)/mygame")
+        try FileManager.default.copyItem(atPath: "\(home)/mygame", toPath: "\(home)/renamed-mygame")
+        for file in ["", "/mygame", "/renamed-mygame"] { chown("\(home)\(file)", child.uid, child.gid) }
+        func run(_ path: String) throws -> Int32 {
+            try spawnLogged(
+                "/usr/bin/setpriv", ["--reuid=\(child.uid)", "--regid=\(child.gid)", "--clear-groups", "--", path, "600"],
+                environment: ["PATH": "/usr/bin:/bin"], log: "/dev/null")
+        }
+        let first = try agent(runner, connector: true)
+        #expect(death(of: try run("\(home)/mygame"), within: 1) != nil, "mygame ran\n\(first.log.suffix(2000))")
+        #expect(first.stop() == 0, "\(first.log)")
+        let second = try agent(runner, connector: true)
+        defer { _ = second.stop() }
+        _ = try expectStoppedEveryTime("renamed --by-name copy after a restart", count: 5, agent: second) { try run("\(home)/renamed-mygame") }
+    }
+
     @Test func everyBypassIsStoppedOnEveryRelaunchAndNothingInnocentIsWithTheConnector() throws {
         try bypassesAreStoppedAndInnocentsRun(connector: true)
     }
