@@ -116,7 +116,7 @@ struct SyncthingTests {
         func curfew(_ arguments: [String]) throws -> CurfewRunner.Result { try runner.run(arguments, environment: environment) }
 
         func startAgent() throws {
-            agent = try AgentProcess(runner, arguments: ["--machine-id", machineID, "--rescan", "1"])
+            agent = try AgentProcess(runner, arguments: ["--machine-id", machineID, "--rescan", "1", "--usage-interval", "1"])
         }
 
         func stopAgent() {
@@ -276,6 +276,37 @@ struct SyncthingTests {
         #expect(x.confirmation(of: "pc-y", missed)?.enforcedVersion == 4)
         let status = try x.curfew(["sync", "status"]).stdout
         #expect(status.contains("(pc-x): last seen") && status.contains("(pc-y): last seen") && !status.contains("not enrolled"), "\(status)")
+
+        // A fake computer: anyone who can write to the folder on x announces one, enrols it with a key
+        // of its own and signs it 2 h of the child's use. Syncthing carries it to y, where none of it
+        // is believed: an edit on y (counting every computer's time) waits for x and y alone, y's agent
+        // ignores the summary, and y's sync status lists it as not enrolled.
+        let fake = MachineIdentity(id: "pc-fake", host: "fake-pc", key: SigningKey())
+        let onX = SharedDirectory(path: x.folder)
+        try onX.publish(fake.announcement)
+        try onX.publish(MachineEnrolment(fake.announcement, author: fake.key.id, time: Int64(Date().timeIntervalSince1970)), signedBy: fake.key)
+        let day = ZoneRules.system.localTime(at: Int64(Date().timeIntervalSince1970)).date
+        try onX.publish(
+            UsageSummary(
+                machine: "pc-fake", host: "fake-pc", key: fake.key.id, user: "synckid", day: day,
+                buckets: [.init(hour: 9, app: "", milliseconds: 2 * 3_600_000)], time: Int64(Date().timeIntervalSince1970)),
+            as: fake)
+        try waitUntil(seconds: 60, "the fake computer's files on y") {
+            FileManager.default.fileExists(atPath: "\(y.folder)/machines/pc-fake.json")
+                && FileManager.default.fileExists(atPath: "\(y.folder)/enrolments/pc-fake.json")
+                && ((try? FileManager.default.subpathsOfDirectory(atPath: y.folder)) ?? []).contains { $0.hasPrefix("usage/") && $0.contains("pc-fake") }
+        }
+        let afterFake = try y.curfew(["limit", "synckid", "4h", "--computers", "all"])
+        #expect(afterFake.status == 0, "\(afterFake)")
+        #expect(afterFake.stdout.components(separatedBy: ": applied v").count - 1 == 2 && !afterFake.stdout.contains("fake-pc"), "\(afterFake)")
+        let agentOnY = try #require(y.agent)
+        try waitUntil(seconds: 30, "y's agent ignores the fake computer's summary") {
+            agentOnY.log.contains("ignoring a usage summary") && agentOnY.log.contains("machine=pc-fake")
+        }
+        let logOnY = agentOnY.log
+        #expect(logOnY.contains("not enrolled: enrolled by key \(fake.key.id), which is not trusted here"), "\(logOnY)")
+        let statusOnY = try y.curfew(["sync", "status"]).stdout
+        #expect(statusOnY.contains("fake-pc (pc-fake): not enrolled: enrolled by key \(fake.key.id), which is not trusted here"), "\(statusOnY)")
     }
 }
 
