@@ -39,11 +39,12 @@ demo: release
 	echo "starting curfewd (Ctrl-C to stop); then: CURFEW_STATE_DIR=$(DEMO_STATE) $$bin/curfew status $(DEMO_USER) --socket $(DEMO_STATE)/curfewd.sock" && \
 	exec $$bin/curfewd --socket $(DEMO_STATE)/curfewd.sock
 
-# Builds everything (no warnings allowed in this project's own code) and runs every test.
+# Builds everything (no warnings allowed in this project's own code; a target that imports another of
+# the package's targets without declaring it fails too, besides MemberImportVisibility) and runs every test.
 test: deps
-	@$(SWIFT) build --build-tests > .build-warnings.log 2>&1; status=$$?; \
+	@$(SWIFT) build --build-tests --explicit-target-dependency-import-check error > .build-warnings.log 2>&1; status=$$?; \
 	grep -v '^\[' .build-warnings.log | grep -v '^Compiling\|^Building\|^Write' || true; \
-	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):' .build-warnings.log; then \
+	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):|^error: Target .* without declaring it' .build-warnings.log; then \
 		echo "the build has warnings or errors in this project's code"; exit 1; fi; \
 	exit $$status
 	@# The container tests boot Debian, which has no Swift runtime: the agent and the CLI they run there
