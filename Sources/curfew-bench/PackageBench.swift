@@ -14,17 +14,23 @@ func packageUnderBench() -> String? {
     return names.filter { $0.hasPrefix("curfew_") && $0.hasSuffix(".deb") }.sorted().last.map { "\(directory)/\($0)" }
 }
 
+/// What `path` with `arguments` writes on its standard output, once it has exited.
+func standardOutput(_ path: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return output
+}
+
 func runPackageBenchmarks() throws {
     print("package and time zones")
     if let deb = packageUnderBench(), let size = try? FileManager.default.attributesOfItem(atPath: deb)[.size] as? Int {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dpkg-deb")
-        process.arguments = ["-f", deb, "Installed-Size"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = try standardOutput("/usr/bin/dpkg-deb", ["-f", deb, "Installed-Size"])
         let installedKiB = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         print(
             "\(deb): \(format(Double(size) / 1_048_576)) MiB to download (target < 20 MB), "
@@ -35,14 +41,7 @@ func runPackageBenchmarks() throws {
     // What is left in the package's one program, by library (its unstripped build, `make static`).
     let program = ".build/container-static/release/curfew-multicall"
     if FileManager.default.isExecutableFile(atPath: program) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["packaging/deb/size-by-library.py", program]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = try standardOutput("/usr/bin/python3", ["packaging/deb/size-by-library.py", program])
         print("\(program) by library (packaging/deb/size-by-library.py):")
         for line in output.split(separator: "\n") { print("  \(line)") }
     } else {
