@@ -332,21 +332,41 @@ public final class ExecGuard: Sendable {
 
     /// Makes the kernel stop asking about the file open as `fd` (an ignore mark on its inode, dropped
     /// when the file is written, and by `run` whenever the rules change) when no managed user is
-    /// denied it now: with its identity (read now, after the answer, if it was not known), its path and
-    /// the rules, exactly as `decide` would name it for each of them. Interpreters and the dynamic
-    /// loader, opened by most execs, are never denied and so are shown once.
+    /// denied it now: with what names it (`ignoreIdentities`), its path and the rules, exactly as
+    /// `decide` would name it for each of them. Interpreters and the dynamic loader, opened by most
+    /// execs, are never denied and so are shown once.
     func ignoreIfAllowedToAll(fd: Int32, name: UnsafeMutablePointer<CChar>, path: UnsafeMutablePointer<CChar>) {
         let rules = self.rules.withLock { $0 }
         guard !rules.isEmpty else { return }
+        var file = stat()
+        guard fstat(fd, &file) == 0, let known = ignoreIdentities(fd: fd, file: file) else { return }
         Self.writeDecimal(fd, prefix: "/proc/self/fd/", into: name)
         let length = readlink(name, path, Int(PATH_MAX))
-        guard length > 0, let identity = identities.identities(ofFile: String(cString: name)) else { return }
+        guard length > 0 else { return }
         let filePath = String(
             decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
-        for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: identity.all, fileOwner: identity.owner) != nil {
+        for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid) != nil {
             return
         }
         _ = fanotify_mark(descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd, nil)
+    }
+
+    /// Files without a build-id up to this size (scripts) are hashed on the guard thread to be ignored.
+    static let hashedToIgnoreBytes: Int64 = 1 << 20
+
+    /// What names the file for the ignore decision, without holding up the next exec on the machine:
+    /// its identities when the cache knows them; else its ELF build-id alone (a few reads of its
+    /// headers: a claim is made of a file's hash and build-id together, so a file whose build-id no app
+    /// claims has a hash none claims either); else, for a small file (a script), its hash; else nil, and
+    /// the file is not ignored (each exec of it costs the guard one cheap answer). Hashing a large
+    /// program here held every exec that queued meanwhile, on the whole machine, for as long as reading
+    /// it took.
+    func ignoreIdentities(fd: Int32, file: stat) -> [String]? {
+        if let cached = identities.cachedIdentity(of: file) { return cached.all }
+        if let buildID = ElfBuildID.read(fd: fd) { return [buildID] }
+        guard Int64(file.st_size) <= Self.hashedToIgnoreBytes, let hash = FileIdentityCache.hash(fd: fd, size: Int64(file.st_size))
+        else { return nil }
+        return [hash]
     }
 
     /// Allows every event already queued (after the marks are gone, nothing new arrives).
