@@ -151,10 +151,11 @@ public enum Enforcement {
             stop = [:]
         }
         let lockout = policy.lockout(in: decision.state)
+        // For the warnings and for the belt (`sessionEndsIn`): looked up once.
+        let untilBedtime = schedule.secondsUntilBedtime(from: now)
         if decision.state == .allowed {
             // Whichever blocks first is the one the child is warned about.
             let limitLeft = decision.limitRemainingSeconds
-            let untilBedtime = schedule.secondsUntilBedtime(from: now)
             var candidates: [(WarningSubject, Int64)] = []
             if let untilBedtime { candidates.append((.bedtime, untilBedtime)) }
             if let limitLeft { candidates.append((.dailyLimit, limitLeft)) }
@@ -186,14 +187,14 @@ public enum Enforcement {
         }
         return EnforcementPlan(
             decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout,
-            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, now: now))
+            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, untilBedtime: untilBedtime, now: now))
     }
 
     /// `EnforcementPlan.sessionEndsIn`: now when the block in force ends sessions; else the first of the
     /// causes that will, each by the lockout of its own cause: bedtime (by the clock), the day's and the
     /// week's budget (at the earliest, after that much more use), and the next change the decision
     /// knows of (a downtime window, a break).
-    static func sessionEndsIn(schedule: Schedule, decision: Decision, now: Int64) -> Int64? {
+    static func sessionEndsIn(schedule: Schedule, decision: Decision, untilBedtime: Int64?, now: Int64) -> Int64? {
         func endsSessions(_ state: UseState) -> Bool {
             switch schedule.policy.lockout(in: state) {
             case .logout?, .lock?: true
@@ -202,7 +203,7 @@ public enum Enforcement {
         }
         if decision.state != .allowed && endsSessions(decision.state) { return 0 }
         var candidates: [Int64] = []
-        if endsSessions(.bedtime), let untilBedtime = schedule.secondsUntilBedtime(from: now) { candidates.append(untilBedtime) }
+        if endsSessions(.bedtime), let untilBedtime { candidates.append(untilBedtime) }
         if endsSessions(.limitReached) {
             if let left = decision.limitRemainingSeconds { candidates.append(left) }
             if let left = decision.weekRemainingSeconds { candidates.append(left) }
