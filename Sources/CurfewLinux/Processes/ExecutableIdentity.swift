@@ -158,17 +158,13 @@ struct MemoryMapping: Equatable {
         return (programs.isEmpty ? candidates : programs).max { $0.start < $1.start }
     }
 
-    /// Whether the file's name is a shared library's: `NAME.so` or `NAME.so.VERSION` (`libc.so.6`).
+    /// Whether the file's name is a shared library's: `NAME.so` or `NAME.so.VERSION` (`libc.so.6`): a
+    /// `so` part after a non-empty start, followed only by parts of ASCII digits.
     static func hasLibraryName(_ path: String) -> Bool {
-        let name = Array((path.split(separator: "/").last.map(String.init) ?? path).utf8)
-        let suffix = Array(".so".utf8)
-        guard name.count > suffix.count else { return false }
-        for start in 1...(name.count - suffix.count) where Array(name[start..<(start + suffix.count)]) == suffix {
-            let rest = name[(start + suffix.count)...]
-            if rest.isEmpty || (rest.first == UInt8(ascii: ".") && rest.dropFirst().allSatisfy { ($0 >= 48 && $0 <= 57) || $0 == 46 }) {
-                return true
-            }
+        let parts = (path.split(separator: "/").last ?? Substring(path)).split(separator: ".", omittingEmptySubsequences: false)
+        return parts.indices.dropFirst().contains { index in
+            parts[index] == "so" && !(index == 1 && parts[0].isEmpty)
+                && parts[(index + 1)...].allSatisfy { $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }
         }
-        return false
     }
 }
