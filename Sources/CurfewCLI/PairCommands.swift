@@ -36,11 +36,9 @@ struct Pair: ParsableCommand {
         let code = SharedDirectory.newPairingCode()
         let nonce = SharedDirectory.newNonce()
         let now = Workspace.now()
-        let offer = PairingMessage(
-            kind: .offer, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
-            mac: SharedDirectory.pairingMAC(code: code, PairingCode.offerMessage(nonce: nonce, parentKey: parent.publicKey.base64)),
-            time: now, expires: now + Int64(timeout.rounded(.up)))
-        try translatingErrors { try workspace.shared.publish(offer, signedBy: parent) }
+        let offer = try publishPairingStep(
+            .offer, nonce: nonce, code: code, over: PairingCode.offerMessage(nonce: nonce, parentKey: parent.publicKey.base64),
+            parent: parent, time: now, expires: now + Int64(timeout.rounded(.up)), workspace: workspace)
         defer { workspace.shared.removePairing(nonce: nonce) }
         Output.lineNow("pairing code: \(PairingCode.display(code))")
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
@@ -60,12 +58,10 @@ struct Pair: ParsableCommand {
         try confirmPairedKey(key, host: message.host, workspace: workspace, yes: yes)
         try trustPairedKey(key, host: message.host, workspace: workspace)
         // The other computer trusts this one's key only when this confirmation reaches it.
-        let accepted = PairingMessage(
-            kind: .accepted, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
-            mac: SharedDirectory.pairingMAC(
-                code: code, PairingCode.acceptedMessage(nonce: nonce, offerKey: parent.publicKey.base64, answerKey: message.parentKey)),
-            time: Workspace.now(), expires: offer.expires)
-        try translatingErrors { try workspace.shared.publish(accepted, signedBy: parent) }
+        _ = try publishPairingStep(
+            .accepted, nonce: nonce, code: code,
+            over: PairingCode.acceptedMessage(nonce: nonce, offerKey: parent.publicKey.base64, answerKey: message.parentKey),
+            parent: parent, time: Workspace.now(), expires: offer.expires, workspace: workspace)
         Output.lineNow("confirmed; the other computer trusts this computer's parent key once this reaches it")
     }
 }
@@ -119,13 +115,10 @@ struct Join: ParsableCommand {
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
         Output.lineNow("check that the other screen shows the same two fingerprints")
         try confirmPairedKey(key, host: message.host, workspace: workspace, yes: yes)
-        let answer = PairingMessage(
-            kind: .answer, nonce: message.nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
-            mac: SharedDirectory.pairingMAC(
-                code: code,
-                PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64)),
-            time: Workspace.now(), expires: message.expires)
-        try translatingErrors { try workspace.shared.publish(answer, signedBy: parent) }
+        _ = try publishPairingStep(
+            .answer, nonce: message.nonce, code: code,
+            over: PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64),
+            parent: parent, time: Workspace.now(), expires: message.expires, workspace: workspace)
         Output.lineNow("answered; waiting for the other computer's parent to confirm there")
         // Trusted only once the other parent confirmed: their acceptance, signed by the offered key and
         // bound by the code to both keys. Until the offer expires (plus a minute for the folder to
@@ -156,6 +149,19 @@ struct Join: ParsableCommand {
         }
         Output.lineNow("both parents confirmed: the computers trust each other's parent keys")
     }
+}
+
+/// Writes this computer's pairing step `kind` to the shared folder: its parent key, signed by that key,
+/// with the code's HMAC over `authenticated`.
+func publishPairingStep(
+    _ kind: PairingMessage.Kind, nonce: String, code: String, over authenticated: [UInt8], parent: SigningKey, time: Int64,
+    expires: Int64, workspace: Workspace
+) throws -> PairingMessage {
+    let message = PairingMessage(
+        kind: kind, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
+        mac: SharedDirectory.pairingMAC(code: code, authenticated), time: time, expires: expires)
+    try translatingErrors { try workspace.shared.publish(message, signedBy: parent) }
+    return message
 }
 
 /// Refuses a revoked key, then asks (unless `yes`) whether to trust `key`.
