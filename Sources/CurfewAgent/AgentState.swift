@@ -11,6 +11,9 @@ public final class AgentState: Sendable {
         public var totals: [String: Int64]
         public var running: Set<String>
         public var counting: Bool
+        /// The session whose idle or locked hint is not believed because an app is busy (the tracker's
+        /// `weighClaims`): counted, and under `lock` not taken for locked.
+        public var claimIgnored: String? = nil
         /// Screen time of the same day on the family's other computers, when the user's policy makes
         /// the daily limit count every computer (`limitScope` all-computers); else 0.
         public var otherComputers: Int64 = 0

@@ -32,6 +32,9 @@ final class Enforcer {
     var lastAction: [String: Int64] = [:]
     /// uid -> when sessions were first asked to end in the current lockout.
     var terminateSince: [UInt32: Int64] = [:]
+    /// uid -> graphical sessions asked to lock in the current `lock` lockout and not locked yet, and
+    /// since when (monotonic ms).
+    var lockAskedSince: [UInt32: [String: Int64]] = [:]
     var lastKillUser: [UInt32: Int64] = [:]
     var lastAnswerCheck: Int64 = 0
     /// Whether a time request had no answer at the last look (then answers are looked for).
@@ -159,6 +162,7 @@ final class Enforcer {
             holdBelt(
                 user: user, uid: account.uid, sessions: userSessions, plan: plan,
                 onlyAllowedApps: onlyAllowedApps || (plan.blocked && !allowedApps.isEmpty), monotonic: monotonic)
+            if action != .lock { lockAskedSince[account.uid] = nil }
             switch action {
             case .none:
                 terminateSince[account.uid] = nil
@@ -172,7 +176,8 @@ final class Enforcer {
                     endLeftovers(user: user, uid: account.uid, live: live, monotonic: monotonic, now: now)
                 }
             case .lock:
-                lockSessions(userSessions, uid: account.uid, user: user, monotonic: monotonic, now: now)
+                lockSessions(
+                    userSessions, uid: account.uid, user: user, claimIgnored: live?.claimIgnored, monotonic: monotonic, now: now)
                 if !userSessions.isEmpty { wake(within: 250) }
             }
         }
@@ -260,16 +265,24 @@ final class Enforcer {
 
     /// TerminateSession for each session, again every 2 s while it lives; if the user still has
     /// sessions 5 s after the first call (a desktop that ignores it), KillUser with SIGKILL.
-    func endSessions(_ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64) {
+    /// `why`, when given, says why a session under `lock` is ended instead (in the event).
+    func endSessions(
+        _ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64,
+        why: ((LoginSession) -> String)? = nil
+    ) {
         guard !sessions.isEmpty else { return }
         let first = terminateSince[uid] ?? monotonic
         terminateSince[uid] = first
         for session in sessions where due(session.id, monotonic) {
             call("TerminateSession", user: user) { try $0.terminateSession(session.id) }
+            var data = JSONObject([("session", .string(session.id)), ("tty", .string(session.tty))])
+            let reason = why?(session)
+            if let reason { data["why"] = .string(reason) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .sessionEnded, message: "session \(session.id) of \(user) was ended",
-                    data: .object(JSONObject([("session", .string(session.id)), ("tty", .string(session.tty))]))))
+                    time: now, user: user, kind: .sessionEnded,
+                    message: "session \(session.id) of \(user) was ended" + (reason.map { ": \($0)" } ?? ""),
+                    data: .object(data)))
         }
         if monotonic - first >= Self.terminateGraceMilliseconds,
             monotonic - (lastKillUser[uid] ?? .min / 2) >= Self.terminateGraceMilliseconds
@@ -286,10 +299,23 @@ final class Enforcer {
     /// LockSession for each graphical session every 3 s while no time is left, whatever its
     /// LockedHint says (the child can set it on their own session; locking a locked session is
     /// harmless), recorded when the session said it was unlocked. A session with no screen to lock
-    /// (a text console, ssh) is ended instead.
-    func lockSessions(_ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64) {
+    /// (a text console, ssh) is ended instead, and so is a graphical one that is not locked
+    /// `lockConfirmMilliseconds` after it was first asked: nothing locked it (no screen locker
+    /// listens to logind's Lock), or it says it is locked while an app of the child is busy
+    /// (`claimIgnored`, the tracker's judgement: a hint the child set, not a locker's).
+    func lockSessions(
+        _ sessions: [LoginSession], uid: UInt32, user: String, claimIgnored: String?, monotonic: Int64, now: Int64
+    ) {
         let lockable = sessions.filter(\.canBeLocked)
-        for session in lockable where due(session.id, monotonic, every: Self.relockMilliseconds) {
+        // Since when each graphical session has been asked to lock without being locked.
+        let asked = lockAskedSince[uid] ?? [:]
+        var stillAsked: [String: Int64] = [:]
+        for session in lockable where !session.lockedHint || session.id == claimIgnored {
+            stillAsked[session.id] = asked[session.id] ?? monotonic
+        }
+        lockAskedSince[uid] = stillAsked.isEmpty ? nil : stillAsked
+        let notLocked = Set(stillAsked.filter { monotonic - $0.value >= Self.lockConfirmMilliseconds }.keys)
+        for session in lockable where !notLocked.contains(session.id) && due(session.id, monotonic, every: Self.relockMilliseconds) {
             call("LockSession", user: user) { try $0.lockSession(session.id) }
             guard !session.lockedHint else { continue }
             agent.recordEvent(
@@ -297,13 +323,21 @@ final class Enforcer {
                     time: now, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
                     data: .object(JSONObject([("session", .string(session.id))]))))
         }
-        let unlockable = sessions.filter { !$0.canBeLocked }
+        let unlockable = sessions.filter { !$0.canBeLocked || notLocked.contains($0.id) }
         if unlockable.isEmpty {
             terminateSince[uid] = nil
         } else {
-            endSessions(unlockable, uid: uid, user: user, monotonic: monotonic, now: now)
+            endSessions(unlockable, uid: uid, user: user, monotonic: monotonic, now: now) { session in
+                guard notLocked.contains(session.id) else { return "it cannot be locked" }
+                return session.id == claimIgnored
+                    ? "it said it was locked while an app was busy" : "nothing locked it within \(Self.lockConfirmMilliseconds / 1000) s"
+            }
         }
     }
+
+    /// How long a graphical session may stay unlocked after it was asked to lock before it is ended:
+    /// a desktop's locker sets LockedHint within a second or two of logind's Lock signal.
+    static let lockConfirmMilliseconds: Int64 = 10_000
 
     /// How often LockSession is asked again of a session while no time is left.
     static let relockMilliseconds: Int64 = 3_000

@@ -538,9 +538,13 @@ public final class Tracker {
             guard let account = accounts[user] else { continue }
             let apps = appsOf[account.uid] ?? []
             var counts: Bool
+            var claimIgnored: String? = nil
             if let sessions {
                 counts = sessions.contains { $0.uid == account.uid && $0.counts }
-                if !counts { counts = weighClaims(of: sessions, user: user, uid: account.uid, policy: policy) }
+                if !counts {
+                    claimIgnored = weighClaims(of: sessions, user: user, uid: account.uid, policy: policy)
+                    counts = claimIgnored != nil
+                }
             } else {
                 counts = !apps.isEmpty
             }
@@ -560,6 +564,7 @@ public final class Tracker {
             }
             entry?.running = apps.subtracting(Accounting.sessionPlumbing)
             entry?.counting = counts && !state.sleeping
+            entry?.claimIgnored = claimIgnored
             entry?.otherComputers = policy.limitScope == .allComputers ? state.otherComputers(of: user, on: day) : 0
             newLive[user] = entry
         }

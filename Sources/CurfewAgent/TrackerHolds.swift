@@ -9,14 +9,15 @@ extension Tracker {
     /// Whether a session of `uid` that claims to be idle or locked goes on counting because an app
     /// that is not always allowed is busy (`CPUWindow`). logind lets a session's owner set both hints
     /// on their own session (`SetIdleHint`, `SetLockedHint`), so they are claims, not facts. Records
-    /// `idle-claim-ignored` once per claim.
-    func weighClaims(of sessions: [LoginSession], user: String, uid: UInt32, policy: Policy) -> Bool {
+    /// `idle-claim-ignored` once per claim. Returns the session whose claim is not believed (the
+    /// enforcer does not take its lock for a lock either), or nil when nothing is claimed or nothing busy.
+    func weighClaims(of sessions: [LoginSession], user: String, uid: UInt32, policy: Policy) -> String? {
         guard
             let claim = sessions.first(where: {
                 $0.uid == uid && $0.sessionClass == "user" && $0.active && ($0.idleHint || $0.lockedHint)
             })
-        else { return false }
-        guard let busy = busyApp(uid: uid, policy: policy) else { return false }
+        else { return nil }
+        guard let busy = busyApp(uid: uid, policy: policy) else { return nil }
         let kind = claim.lockedHint ? "locked" : "idle"
         if ignoredClaims[claim.id] != kind {
             ignoredClaims[claim.id] = kind
@@ -28,7 +29,7 @@ extension Tracker {
                     message: "session \(claim.id) of \(user) said it was \(kind) while \(app) was busy; time goes on counting",
                     data: .object(JSONObject([("session", .string(claim.id)), ("claim", .string(kind)), ("app", .string(app))]))))
         }
-        return true
+        return claim.id
     }
 
     /// The first app of `uid` (not session plumbing, not always allowed) that used at least 2 % of a

@@ -258,6 +258,35 @@ struct EnforcementEndToEndTests {
         }
     }
 
+    /// `lock` on a graphical session that nothing locks (no screen locker answers logind's Lock, so
+    /// LockedHint stays false): asked to lock every few seconds, then ended once it has stayed unlocked
+    /// for 10 s, with the reason in the event.
+    @Test func lockEndsAGraphicalSessionNothingLocks() throws {
+        let (runner, account, _, _) = try setUp(limit: "15m")
+        defer { runner.cleanUp() }
+        try runner.ok(["lockout", account.name, "lock"])
+        try seedUsage(runner, user: account.name, milliseconds: 15 * 60 * 1000)
+        let bus = try PrivateLogindBus()
+        defer { bus.shutdown() }
+        try bus.mock([
+            ["new_session", "c9", "seat0", Int(account.uid), account.name, true], ["set_session_property", "c9", "Type", "wayland"],
+        ])
+        let agent = try agent(runner, logindBus: bus.address)
+        defer { _ = agent.stop() }
+        try waitUntil(seconds: 3, "LockSession") { (try? bus.methodCalls("LockSession").isEmpty) == false }
+        let firstLock = Date()
+        #expect(try bus.methodCalls("TerminateSession").isEmpty, "a session is asked to lock before it is ended")
+        try waitUntil(seconds: 20, "TerminateSession of the session nothing locked") {
+            (try? bus.methodCalls("TerminateSession").isEmpty) == false
+        }
+        let waited = Date().timeIntervalSince(firstLock)
+        #expect(waited >= 9, "ended \(waited) s after the first LockSession, before the locker had 10 s")
+        #expect(try bus.methodCalls("TerminateSession").first == ["c9"])
+        #expect(try bus.methodCalls("LockSession").count >= 3, "locked again every 3 s meanwhile")
+        let ended = try events(runner, kind: "session-ended")
+        #expect(ended.contains { ($0["message"] as? String)?.hasSuffix("was ended: nothing locked it within 10 s") == true }, "\(ended)")
+    }
+
     /// The last good policy stays when the records go bad; a managed user with no policy at all is
     /// locked out, unless the agent fails open.
     @Test func aBrokenPolicyKeepsTheLastGoodOneAndNoneFailsClosed() throws {

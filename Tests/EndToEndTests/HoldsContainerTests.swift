@@ -171,8 +171,33 @@ struct HoldsScenario {
             print("lock at zero: locked again \(String(format: "%.1f", Date().timeIntervalSince(unlocked))) s after the child's unlock")
         }
         #expect((try? container.kidSessions())?.contains(id) == true, "lock must not end the desktop session")
+        // A second desktop that nothing locks (the locker above answers for kiddesk only): asked to lock,
+        // then ended once it has stayed unlocked for 10 s; the locked desktop stays.
+        let bare = try container.graphicalSession(unit: "kidbare")
+        let bareID = try sessionID(bare)
+        let bareFrom = Date()
+        try waitUntil(seconds: 30, "the desktop nothing locks ended") { (try? container.kidSessions())?.contains(bareID) == false }
+        let bareAfter = Date().timeIntervalSince(bareFrom)
+        print("lock at zero: a desktop with no screen locker ended \(String(format: "%.1f", bareAfter)) s after it appeared")
+        #expect(bareAfter >= 9, "ended before the 10 s a locker has\n\(diagnostics())")
+        #expect((try? container.kidSessions())?.contains(id) == true, "the locked desktop stays\n\(diagnostics())")
+        #expect(try curfew(["events", "--json"]).contains("\(bareID) of kid was ended: nothing locked it within 10 s"))
         try container.ok(["systemctl", "stop", "locker", "kiddesk"])
         try waitUntil(seconds: 20, "the desktop session gone") { (try? container.kidSessions())?.contains(id) == false }
+
+        // A desktop whose child says it is locked (their own SetLockedHint) while a game of theirs is
+        // busy: the claim is not taken for a lock, and the session ends.
+        let spoof = try container.graphicalSession(unit: "kidspoof")
+        let spoofID = try sessionID(spoof)
+        try childSets("SetLockedHint", true, session: spoof)
+        try container.ok(["systemd-run", "--unit=kidgame", "--uid=kid", "/usr/bin/sha256sum", "/dev/zero"])
+        let spoofFrom = Date()
+        try waitUntil(seconds: 40, "the desktop that claims locked while busy ended") {
+            (try? container.kidSessions())?.contains(spoofID) == false
+        }
+        print("lock at zero: a desktop claiming locked with a busy app ended \(String(format: "%.1f", Date().timeIntervalSince(spoofFrom))) s after the claim")
+        #expect(try curfew(["events", "--json"]).contains("\(spoofID) of kid was ended: it said it was locked while an app was busy"))
+        _ = try? container.run(["systemctl", "stop", "kidgame", "kidspoof", "kidbare"])
     }
 
     /// `logout` leaves nothing: a lingering user service of the child's own goes with the session, linger
