@@ -40,8 +40,10 @@ demo: release
 	exec $$bin/curfewd --socket $(DEMO_STATE)/curfewd.sock
 
 # Builds everything (no warnings allowed in this project's own code; a target that imports another of
-# the package's targets without declaring it fails too, besides MemberImportVisibility) and runs every test.
+# the package's targets without declaring it fails too, besides MemberImportVisibility, and so does one
+# that imports any module it does not declare: Tests/check-imports.py) and runs every test.
 test: deps
+	SWIFT=$(SWIFT) python3 Tests/check-imports.py $(CURDIR)
 	@$(SWIFT) build --build-tests --explicit-target-dependency-import-check error > .build-warnings.log 2>&1; status=$$?; \
 	grep -v '^\[' .build-warnings.log | grep -v '^Compiling\|^Building\|^Write' || true; \
 	if grep -E '^$(CURDIR)/(Sources|Tests)/.*(warning|error):|^error: Target .* without declaring it' .build-warnings.log; then \

@@ -3,7 +3,9 @@ import PackageDescription
 
 // Swift 6 language mode everywhere (the default for tools version 6.x); warnings fail `make test`
 // (it greps the build log), not here, so dependencies still build. MemberImportVisibility makes a
-// module that uses another without importing it (and so without declaring it) a build error.
+// module that uses another without importing it (and so without declaring it) a build error;
+// `make test` also runs Tests/check-imports.py, which fails on an import of a module (a target or a
+// dependency's product) that the importing target does not declare.
 let strictImports: [SwiftSetting] = [.enableUpcomingFeature("MemberImportVisibility")]
 
 let package = Package(
@@ -103,7 +105,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),
-        .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore", "CurfewTestSupport"]),
+        .testTarget(
+            name: "CurfewStoreTests",
+            dependencies: ["CurfewStore", "CurfewCore", "CurfewTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         // The scan's record index lives in the store: the sync tests keep one, as the agent does.
         .testTarget(name: "CurfewSyncTests", dependencies: ["CurfewSync", "CurfewStore", "CurfewCore", "CurfewTestSupport"]),
         // Installs the system's tz database as the zone source of the test bundle before any test runs.
@@ -112,7 +116,11 @@ let package = Package(
         .target(
             name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd", "CurfewCore", "CurfewSync", "CurfewTestZones"],
             path: "Tests/CurfewTestSupport"),
-        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
+        .testTarget(
+            name: "CurfewLinuxTests",
+            dependencies: [
+                "CurfewLinux", "CurfewCore", "CLinux", "CSystemd", "CurfewTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [
