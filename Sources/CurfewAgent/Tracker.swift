@@ -222,6 +222,8 @@ public final class Tracker {
     /// minute at most (the day's figures of a status roll over).
     public func run(tickMilliseconds: Int64, until stop: StopFlag) {
         let wake = state.trackerWake
+        let startedAt = ClockReading.now().monotonic
+        var programPagesReleased = false
         while !stop.isSet {
             let due = nextTick(tickMilliseconds: tickMilliseconds)
             var now = clock().monotonic
@@ -266,9 +268,31 @@ public final class Tracker {
             applyPendingEvents()
             tick()
             followActivity()
+            if !programPagesReleased && ClockReading.now().monotonic - startedAt >= Self.releaseProgramPagesAfterMilliseconds {
+                programPagesReleased = true
+                releaseProgramPages()
+            }
         }
         tick()
         flush(force: true)
+    }
+
+    /// Startup is over this long after the tracker's loop begins (the other loops, the socket and the
+    /// first scan of records start within a second or two); at the first tick after it, the pages of the
+    /// program that startup brought in are given back (`ProgramPages`).
+    static let releaseProgramPagesAfterMilliseconds: Int64 = 10_000
+
+    func releaseProgramPages() {
+        if let release = ProgramPages.release() {
+            logger.info(
+                "released the program's startup pages",
+                metadata: [
+                    "mappings": "\(release.mappings)", "rss.before.kib": "\(release.residentBeforeKiB)",
+                    "rss.after.kib": "\(release.residentAfterKiB)",
+                ])
+        } else {
+            logger.notice("cannot release the program's startup pages", metadata: ["errno": "\(errno)"])
+        }
     }
 
     /// Whether, at the last observation, a managed user counted or had a process: only then is

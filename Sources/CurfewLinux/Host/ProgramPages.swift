@@ -1,0 +1,84 @@
+import Glibc
+
+/// The pages of the program's own file that startup brought into memory.
+///
+/// The package's program is one static executable of about 120 MB (the Swift runtime, Foundation
+/// and ICU inside; issue 19). Starting up (arguments, the database, the catalog, the first listing
+/// of /proc) runs code scattered over it, and each page fault maps the 64 KiB around it that the page
+/// cache holds, after readahead of more: an idle agent had 26 MiB of its file resident of which it
+/// referenced none over the next 20 s (`/proc/PID/clear_refs`, then `Referenced:` in smaps). Once
+/// started, a long-running program (the agent, the child's indicator) asks the kernel to read its
+/// code and read-only data at random from then on (`MADV_RANDOM`: no readahead, so a later fault
+/// brings one page) and to reclaim what startup faulted in (`MADV_PAGEOUT`, Linux 5.4): the pages it
+/// does use come back one by one as it runs. Writable mappings are left alone (their written pages
+/// are the program's own memory, which would go to swap). Pages another process also maps (a
+/// `curfew` command running the same file) stay where they are: the kernel skips them.
+public enum ProgramPages {
+    /// What `release()` did: the mappings it advised, and the resident KiB of the process before and
+    /// after (VmRSS).
+    public struct Release: Sendable, Equatable {
+        public var mappings: Int
+        public var residentBeforeKiB: Int
+        public var residentAfterKiB: Int
+    }
+
+    /// Advises and reclaims the read-only mappings of `/proc/self/exe`; nil when the program's file
+    /// or its mappings cannot be read, or the kernel refuses the advice (before 5.4: EINVAL), with
+    /// errno set.
+    public static func release() -> Release? {
+        guard let program = executablePath(), let maps = SmallFile.read("/proc/self/maps", limit: 1 << 20) else {
+            return nil
+        }
+        let ranges = readOnlyRanges(maps: String(decoding: maps, as: UTF8.self), program: program)
+        guard !ranges.isEmpty else { return nil }
+        let before = residentKiB()
+        for range in ranges {
+            guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
+            let length = Int(range.upperBound - range.lowerBound)
+            guard madvise(start, length, MADV_RANDOM) == 0, madvise(start, length, pageOut) == 0 else { return nil }
+        }
+        return Release(mappings: ranges.count, residentBeforeKiB: before, residentAfterKiB: residentKiB())
+    }
+
+    /// MADV_PAGEOUT (Linux 5.4, `<linux/mman.h>`; glibc's headers in Debian 12 name it too, Swift's
+    /// Glibc module does not import it).
+    static let pageOut: Int32 = 21
+
+    /// The address ranges of `program`'s mappings without write permission, from `/proc/PID/maps`
+    /// lines (`start-end perms offset dev inode path`).
+    static func readOnlyRanges(maps: String, program: String) -> [Range<UInt>] {
+        var ranges: [Range<UInt>] = []
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[5].trimmingLeadingBlanks == program, fields[1].count == 4,
+                fields[1].dropFirst().first == "-"
+            else { continue }
+            let bounds = fields[0].split(separator: "-")
+            guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16), start < end
+            else { continue }
+            ranges.append(start..<end)
+        }
+        return ranges
+    }
+
+    /// The path of the running program as the kernel names it in `/proc/self/maps`.
+    static func executablePath() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// VmRSS of this process in KiB (0 when unreadable).
+    static func residentKiB() -> Int {
+        guard let status = SmallFile.read("/proc/self/status", limit: 16_384) else { return 0 }
+        for line in String(decoding: status, as: UTF8.self).split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.dropFirst(6).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? 0
+        }
+        return 0
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingLeadingBlanks: Substring { drop(while: { $0 == " " }) }
+}

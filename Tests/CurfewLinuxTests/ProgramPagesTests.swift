@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+@testable import CurfewLinux
+
+/// The pages of the program's own file given back after startup (issue 19's RSS).
+struct ProgramPagesTests {
+    /// Only the program's own mappings without write permission, from maps lines as the kernel writes them.
+    @Test func theReadOnlyMappingsOfTheProgramAreChosen() {
+        let maps = """
+            55fa9174d000-55fa935b6000 r-xp 00000000 fe:00 5367407                    /usr/lib/curfew/curfew
+            55fa935b7000-55fa93680000 r--p 01e69000 fe:00 5367407                    /usr/lib/curfew/curfew
+            55fa93680000-55fa95b17000 rw-p 01f32000 fe:00 5367407                    /usr/lib/curfew/curfew
+            55fa95b17000-55fa95c00000 rw-p 00000000 00:00 0                          [heap]
+            7f0000000000-7f0000100000 r-xp 00000000 fe:00 42                         /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f0000200000-7f0000300000 r--p 00000000 fe:00 43                         /usr/lib/curfew/curfew-other
+            7f0000400000-7f0000300000 r--p 00000000 fe:00 5367407                    /usr/lib/curfew/curfew
+            garbage line
+            """
+        let ranges = ProgramPages.readOnlyRanges(maps: maps, program: "/usr/lib/curfew/curfew")
+        #expect(ranges == [0x55fa_9174_d000..<0x55fa_935b_6000, 0x55fa_935b_7000..<0x55fa_9368_0000])
+        // A path with blanks (the kernel pads before it, the name keeps its own).
+        let spaced = "1000-2000 r-xp 00000000 fe:00 7          /opt/my apps/curfew\n"
+        #expect(ProgramPages.readOnlyRanges(maps: spaced, program: "/opt/my apps/curfew") == [0x1000..<0x2000])
+    }
+
+    /// The kernel takes the advice for this very process (the test bundle's own read-only mappings),
+    /// and the program keeps running the code it reclaimed.
+    @Test func theKernelTakesTheAdviceAndTheProgramRunsOn() throws {
+        let release = try #require(ProgramPages.release(), "madvise failed: errno \(errno)")
+        #expect(release.mappings >= 1)
+        #expect(release.residentBeforeKiB > 0 && release.residentAfterKiB > 0)
+        // The code it reclaimed comes back on use: the same code runs again.
+        #expect(ProgramPages.release() != nil)
+    }
+}
