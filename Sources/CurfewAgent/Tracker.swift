@@ -77,6 +77,9 @@ public final class Tracker {
     /// Sessions whose idle or locked claim was not believed, and the claim ("idle", "locked"): the
     /// event is recorded once per claim.
     var ignoredClaims: [String: String] = [:]
+    /// When (monotonic ms, the tracker's clock) startup's pages of the program
+    /// are given back; nil once done.
+    var releaseProgramPagesAt: Int64? = nil
     /// 60 app-stopped events at once, then one a minute, per user: a child relaunching a blocked app
     /// in a loop adds at most about 120 events the first hour and 60 an hour after, each stop still
     /// counted (in the events' `unrecordedBefore` and in summary events).
@@ -222,8 +225,7 @@ public final class Tracker {
     /// minute at most (the day's figures of a status roll over).
     public func run(tickMilliseconds: Int64, until stop: StopFlag) {
         let wake = state.trackerWake
-        let startedAt = ClockReading.now().monotonic
-        var programPagesReleased = false
+        releaseProgramPagesAt = clock().monotonic + Self.releaseProgramPagesAfterMilliseconds
         while !stop.isSet {
             let due = nextTick(tickMilliseconds: tickMilliseconds)
             var now = clock().monotonic
@@ -268,8 +270,8 @@ public final class Tracker {
             applyPendingEvents()
             tick()
             followActivity()
-            if !programPagesReleased && ClockReading.now().monotonic - startedAt >= Self.releaseProgramPagesAfterMilliseconds {
-                programPagesReleased = true
+            if let at = releaseProgramPagesAt, clock().monotonic >= at {
+                releaseProgramPagesAt = nil
                 releaseProgramPages()
             }
         }
@@ -278,9 +280,9 @@ public final class Tracker {
     }
 
     /// Startup is over this long after the tracker's loop begins (the other loops, the socket and the
-    /// first scan of records start within a second or two); at the first tick after it, the pages of the
-    /// program that startup brought in are given back (`ProgramPages`).
-    static let releaseProgramPagesAfterMilliseconds: Int64 = 10_000
+    /// first scan of records start within a second or two); then the pages of the program that startup
+    /// brought in are given back (`ProgramPages`), at a tick of its own when none comes sooner.
+    static let releaseProgramPagesAfterMilliseconds: Int64 = 5_000
 
     func releaseProgramPages() {
         if let release = ProgramPages.release() {
@@ -313,6 +315,7 @@ public final class Tracker {
         if !pending.isEmpty || !pendingEvents.isEmpty { due = min(due, lastFlush + flushInterval) }
         if stopRecords.values.contains(where: { !$0.unrecorded.isEmpty }) { due = min(due, last.monotonic + Self.stopEventRefillMilliseconds) }
         if let watchdogInterval { due = min(due, last.monotonic + watchdogInterval / 2) }
+        if let releaseProgramPagesAt { due = min(due, releaseProgramPagesAt) }
         return max(regular, due)
     }
 

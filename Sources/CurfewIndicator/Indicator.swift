@@ -126,6 +126,8 @@ public final class Indicator {
             tray.onClick = { [unowned self] id in self.clicked(id) }
             try bus.flush()
             self.tray = tray
+            // Started: the item is on the bus. What startup ran of the program is not needed again.
+            _ = ProgramPages.release()
         } catch {
             return .failed("cannot show the item on the session bus: \(error)")
         }
