@@ -169,7 +169,8 @@ struct LockoutCommand: ParsableCommand {
         abstract: "Set what happens at zero and at bedtime: logout, lock, apps, network or none.",
         discussion: """
             logout ends the sessions and refuses logins until use is allowed; lock locks the sessions and \
-            locks again on unlock; apps stops the tracked apps that are not always allowed; network cuts the \
+            locks again on unlock, ending a session that cannot be locked (a text console, ssh, a desktop with \
+            no screen locker); apps stops the tracked apps that are not always allowed; network cuts the \
             user's network traffic (loopback excepted) and lets the session and offline apps go on, logins \
             included; none only monitors. --at bedtime sets the lockout at bedtime and in downtime windows, \
             --at limit the one at the daily or weekly limit and in breaks (bedtime keeps what it had); \
