@@ -32,4 +32,20 @@ import Testing
             try PINRules.checkRoom(triesInWindow: [now, now, now, now, now], now: now)
         }
     }
+
+    @Test func approvePINIsBoundedBeforeTheAgentLooksAtIt() {
+        #expect(AgentRequest.parse(#"{"command":"approve-pin","pin":"2468","minutes":30}"#) == .success(.approvePIN(pin: "2468", minutes: 30)))
+        #expect(AgentRequest.parse(AgentRequest.approvePIN(pin: "2468", minutes: 30).line) == .success(.approvePIN(pin: "2468", minutes: 30)))
+        for line in [
+            #"{"command":"approve-pin","pin":"1234567890123","minutes":30}"#, #"{"command":"approve-pin","pin":2468,"minutes":30}"#,
+            #"{"command":"approve-pin","minutes":30}"#,
+        ] {
+            #expect(AgentRequest.parse(line) == .failure(AgentError(.badRequest, "\"pin\" must be a string; a PIN must be 4 to 12 digits (0-9)")))
+        }
+        for minutes in ["0", "481", "-5", "\"30\"", "null"] {
+            #expect(
+                AgentRequest.parse(#"{"command":"approve-pin","pin":"2468","minutes":\#(minutes)}"#)
+                    == .failure(AgentError(.badRequest, "\"minutes\" must be a whole number from 1 to 480")), "\(minutes)")
+        }
+    }
 }
