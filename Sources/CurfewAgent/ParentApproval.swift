@@ -38,10 +38,20 @@ extension Agent {
             logger.error("cannot read the parent's PIN", metadata: ["path": "\(pinFile.path)", "error": "\(error)"])
             return .refused(AgentError(.failed, "the parent's PIN cannot be read on this computer; nothing changed"))
         }
-        // The count, the check and the event are one transaction: two tries at once cannot both take the
-        // last place. The check (scrypt) takes a tenth of a second or so and happens at most
-        // `PINRules.maxTries` times per child and window.
         let windowStart = (now - PINRules.tryWindowSeconds) * 1000 + 1
+        // A child whose tries are used up costs no hashing.
+        let earlier = try store.read { db in
+            try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
+        }
+        do throws(PolicyError) {
+            try PINRules.checkRoom(triesInWindow: earlier.map { floorDivide($0.time, 1000) }, now: now)
+        } catch {
+            return .refused(AgentError(.tooManyTries, error.message + "; nothing changed"))
+        }
+        // The check (scrypt: 32 MiB, a tenth of a second or so in a release build) holds no database
+        // lock; it happens at most `PINRules.maxTries` times per child and window.
+        let right = try hash.matches(pin)
+        // The count again and the event in one transaction: two tries at once cannot both take the last place.
         let outcome: PINTry = try store.write { db in
             let tries = try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
             do throws(PolicyError) {
@@ -49,7 +59,6 @@ extension Agent {
             } catch {
                 return .full(error)
             }
-            let right = try hash.matches(pin)
             let count = tries.count + 1
             let data = JSONObject([
                 ("right", .bool(right)), ("minutes", .int(Int64(minutes))), ("try", .int(Int64(count))),
