@@ -163,8 +163,9 @@ public final class Indicator {
 
     /// "A parent approves … here…": the PIN dialog (pinentry) asks for the parent's PIN, the agent checks
     /// it and gives the time; a wrong PIN is asked for again (the dialog says so) while the agent allows
-    /// tries. Returns the note the menu shows. The indicator waits for the dialog (at most
-    /// `Pinentry.deadlineMilliseconds`): the menu cannot be used meanwhile, and the watch catches up after.
+    /// tries. Returns the note the menu shows. The indicator waits for the dialog (pinentry's own timeout,
+    /// `Pinentry.dialogTimeoutSeconds` per question): the menu cannot be used meanwhile, and the watch
+    /// catches up after.
     func approveWithPIN(minutes: Int, user: String) -> String {
         guard let program = Pinentry.program() else {
             return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"

@@ -24,7 +24,7 @@ final class Pinentry {
     /// A program to use instead (a path, or a name on PATH); tests point it at a stand-in.
     static let overrideVariable = "CURFEW_PINENTRY"
     /// How long the dialog waits for a person (pinentry's own `SETTIMEOUT`), and how long the indicator
-    /// waits for the whole conversation before it gives up on the program.
+    /// waits for the answer to one command before it gives up on the program.
     static let dialogTimeoutSeconds = 120
     static let deadlineMilliseconds: Int64 = 150_000
     /// The longest line read (Assuan's own limit is 1000 bytes).
@@ -34,7 +34,7 @@ final class Pinentry {
     private let toProgram: Int32
     private let fromProgram: Int32
     private var pending: [UInt8] = []
-    private let deadline: Int64
+    private var deadline: Int64 = 0
     private var closed = false
 
     /// The program to run: `$CURFEW_PINENTRY`, else the first of `candidates` on PATH.
@@ -76,7 +76,6 @@ final class Pinentry {
         pid = started
         toProgram = pair[0]
         fromProgram = pair[0]
-        deadline = ClockReading.now().monotonic + Self.deadlineMilliseconds
         // A pinentry that dies early must not take the indicator with it (SIGPIPE on write).
         signal(SIGPIPE, SIG_IGN)
         _ = try response()
@@ -125,6 +124,7 @@ final class Pinentry {
 
     /// Reads lines up to `OK` (returning the data) or `ERR` (a failure; `.cancelled` for GETPIN).
     private func response(cancelling: Bool = false) throws(Failure) -> [UInt8] {
+        deadline = ClockReading.now().monotonic + Self.deadlineMilliseconds
         var data: [UInt8] = []
         while true {
             let line = try readLine()
