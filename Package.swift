@@ -36,12 +36,13 @@ let package = Package(
                 // SHA-256 for the audit log's hash chain.
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strictImports),
-        // The shared directory: records, signatures, keys.
+        // The shared directory: records, signatures, keys; the parent's PIN hash (scrypt, from _CryptoExtras).
         .target(
             name: "CurfewSync",
             dependencies: [
                 "CurfewCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         // libsystemd (libsystemd-dev): sd-daemon, sd-journal, sd-login, sd-bus.

@@ -84,7 +84,7 @@ final class NetworkLockout {
             let message = cut[uid]?.message ?? "the internet is off"
             logger.notice("network off", metadata: ["user": "\(user)", "uid": "\(uid)"])
             agent.state.post(
-                AgentState.ChildMessage(user: user, summary: "Curfew", body: message + ".", urgency: 2, kind: .lockout))
+                AgentState.ChildMessage(user: user, summary: "Curfew", body: ChildMessages.networkOff(message), urgency: 2, kind: .lockout))
             agent.recordEvent(
                 AgentEvent(
                     time: now, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
@@ -95,7 +95,7 @@ final class NetworkLockout {
             let name = names[uid] ?? user
             logger.notice("network on", metadata: ["user": "\(name)", "uid": "\(uid)"])
             if names[uid] != nil {
-                agent.state.post(AgentState.ChildMessage(user: name, summary: "Curfew", body: "the internet is on again.", urgency: 1))
+                agent.state.post(AgentState.ChildMessage(user: name, summary: "Curfew", body: ChildMessages.networkOn, urgency: 1))
             }
             agent.recordEvent(
                 AgentEvent(

@@ -44,6 +44,8 @@ public enum SocketProtocol {
             return answerTimeRequest(minutes: minutes, reason: reason, callerUID: callerUID, agent: agent)
         case .extend:
             return answerExtend(callerUID: callerUID, agent: agent)
+        case .approvePIN(let pin, let minutes):
+            return answerApprovePIN(pin: pin, minutes: minutes, callerUID: callerUID, agent: agent)
         case .watch(let asked):
             // Only `respond` can keep a connection open; here a watch is its first view.
             return answerOwn(asked, callerUID: callerUID, caller: caller, agent: agent) { user in

@@ -16,7 +16,7 @@ public struct Curfew: ParsableCommand {
             LockoutCommand.self, DowntimeCommand.self, BreaksCommand.self, ExceptionCommand.self, AllowanceCommand.self,
             TimeZoneCommand.self, Reset.self, PolicyCommand.self, ScheduleCommand.self,
             Status.self, Report.self, Events.self, Grant.self, Request.self, Extend.self, Requests.self, Approve.self, Deny.self, SyncCommand.self,
-            CheckLogin.self, KeyCommand.self, Pair.self, Join.self,
+            CheckLogin.self, KeyCommand.self, PINCommand.self, Pair.self, Join.self,
         ])
 
     public init() {}

@@ -31,13 +31,11 @@ extension Workspace {
     func publishGrant(
         user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64
     ) throws -> String {
-        let key = try translatingErrors { try keyRing.loadSigningKey() }
-        var generator = SystemRandomNumberGenerator()
-        let nonce = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        let grant = GrantRecord(
-            user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, author: key.id,
-            time: now, nonce: nonce, requestId: requestId)
-        return try translatingErrors { try shared.publish(grant, signedBy: key) }
+        try translatingErrors {
+            try shared.publishGrant(
+                user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes,
+                requestId: requestId, now: now, keyRing: keyRing)
+        }
     }
 
     /// Prints what a grant did, and whether any computer confirms records here.

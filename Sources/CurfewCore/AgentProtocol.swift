@@ -21,6 +21,10 @@ public enum AgentRequest: Sendable, Equatable {
     case rules(user: String?)
     /// Saved usage and events of `user` (nil: the caller) from `from` through `to`, for `curfew report`.
     case usage(user: String?, from: LocalDate, to: LocalDate)
+    /// A parent, at the child's screen, approves `minutes` more today for the caller by typing the
+    /// parent's PIN (the indicator's "A parent approves … here…"). The line carries the PIN: it is
+    /// never logged, and the agent keeps only whether it was right.
+    case approvePIN(pin: String, minutes: Int64)
 
     /// The most days one `usage` request covers.
     public static let maxUsageDays = 92
@@ -53,6 +57,10 @@ public enum AgentRequest: Sendable, Equatable {
             if let user { object["user"] = .string(user) }
             object["from"] = .string("\(from)")
             object["to"] = .string("\(to)")
+        case .approvePIN(let pin, let minutes):
+            object["command"] = .string("approve-pin")
+            object["pin"] = .string(pin)
+            object["minutes"] = .int(minutes)
         }
         return JSONValue.object(object).canonicalString
     }
@@ -99,6 +107,19 @@ public enum AgentRequest: Sendable, Equatable {
             }
         case "extend":
             return .success(.extend)
+        case "approve-pin":
+            // Bounded before anything is hashed: a PIN longer than the rule allows is refused by its
+            // shape (it cannot be right), without counting as a try.
+            guard case .string(let pin)? = object["pin"], pin.utf8.count <= PINRules.maxDigits else {
+                return .failure(AgentError(.badRequest, "\"pin\" must be a string; \(PINRules.rule)"))
+            }
+            guard case .int(let minutes)? = object["minutes"], PINRules.minutes.contains(Int(clamping: minutes)) else {
+                return .failure(
+                    AgentError(
+                        .badRequest,
+                        "\"minutes\" must be a whole number from \(PINRules.minutes.lowerBound) to \(PINRules.minutes.upperBound)"))
+            }
+            return .success(.approvePIN(pin: pin, minutes: minutes))
         default:
             return .failure(AgentError(.badRequest, "unknown command \(quoted(command))"))
         }
@@ -129,6 +150,12 @@ public enum AgentRefusal: String, Sendable, Codable {
     case busy
     /// A watch of the caller's login session is open already (or as many as an account may have).
     case alreadyWatching = "already-watching"
+    /// `approve-pin`: the PIN typed is not the parent's (the try was recorded).
+    case wrongPIN = "wrong-pin"
+    /// `approve-pin`: no parent PIN is set on this computer (`curfew pin set`).
+    case noPIN = "no-pin"
+    /// `approve-pin`: the child's tries are used up for now (`PINRules.maxTries` per window).
+    case tooManyTries = "too-many-tries"
     case failed
 }
 

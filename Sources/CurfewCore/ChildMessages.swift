@@ -68,6 +68,20 @@ public enum ChildMessages {
         return "a parent approved your request for \(asked) more: \(TimeAllowance.format(minutes: grantedMinutes)) extra today."
     }
 
+    /// The `network` lockout cut the child's traffic (`EnforcementPlan.networkOffMessage` says why and
+    /// until when): `it is bedtime: the internet is off until tomorrow at 07:00; ask a parent: curfew request 30m`.
+    public static func networkOff(_ cut: String) -> String { "\(cut); \(askParent)" }
+
+    /// The `network` lockout was lifted.
+    public static let networkOn = "the internet is on again."
+
+    /// A login refused, as PAM shows it at the prompt; `LoginVerdict` adds the banner there, the one
+    /// place it is shown: `kid may not log in now: it is bedtime. You may log in again tomorrow at 07:00.`
+    /// No command to run: nothing can be run at a login prompt.
+    public static func loginRefused(user: String, reason: String, again: String?) -> String {
+        "\(user) may not log in now: \(reason)." + (again.map { " You may log in again \($0)." } ?? "")
+    }
+
     /// The text as one line: line breaks and other control characters become spaces.
     public static func oneLine(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.map { UntrustedText.isControl($0) ? " " : $0 }))

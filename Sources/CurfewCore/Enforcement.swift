@@ -233,15 +233,12 @@ extension Schedule {
 
 extension EnforcementPlan {
     /// What a child is told when the `network` lockout cuts their traffic, one line in local clock
-    /// time: `it is bedtime: the internet is off until 07:00`.
+    /// time with a relative day: `it is bedtime: the internet is off until tomorrow at 07:00` (the child is
+    /// told it with what to do, `ChildMessages.networkOff`; the audit log keeps it as it is).
     public func networkOffMessage(now: Int64, zone: ZoneRules) -> String {
         let reason = decision.reason ?? "use is not allowed now"
         guard let again = decision.allowedAgainAt, again > now else { return "\(reason): the internet is off" }
-        let (date, second) = zone.localTime(at: again)
-        let clock = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
-        // Within a day the clock time says when; further off, the day too.
-        if again - now < 86_400 { return "\(reason): the internet is off until \(clock)" }
-        return "\(reason): the internet is off until \(date.weekday.rawValue.prefix(1).uppercased() + date.weekday.rawValue.dropFirst()) \(date) \(clock)"
+        return "\(reason): the internet is off \(ChildMessages.until(again, now: now, zone: zone))"
     }
 }
 

@@ -44,6 +44,8 @@ public struct EventKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let logindUnavailable = EventKind(rawValue: "logind-unavailable")
     /// A policy for an account that is never managed (uid 0) was ignored.
     public static let policyIgnored = EventKind(rawValue: "policy-ignored")
+    /// The parent's PIN was tried on a child's screen (`approve-pin`): right or wrong, never the PIN.
+    public static let pinTry = EventKind(rawValue: "pin-try")
     /// The last good policy stays in force.
     public static let policyKept = EventKind(rawValue: "policy-kept")
     /// A policy version came into force.

@@ -37,9 +37,10 @@ public struct LoginVerdict: Sendable, Equatable {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
             return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")
         }
-        let again = decision.allowedAgainAt.map { " You may log in again \(describe(instant: $0, from: now, zone: schedule.zone))." } ?? ""
+        let again = decision.allowedAgainAt.map { describe(instant: $0, from: now, zone: schedule.zone) }
         return LoginVerdict(
-            allowed: false, message: "Curfew: \(user) may not log in now: \(decision.reason ?? "use is not allowed").\(again)")
+            allowed: false,
+            message: "Curfew: " + ChildMessages.loginRefused(user: user, reason: decision.reason ?? "use is not allowed", again: again))
     }
 
     /// "at 07:00", "tomorrow at 07:00", or "on Mon 2026-11-23 at 07:00", in the policy's zone.

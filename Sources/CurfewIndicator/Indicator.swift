@@ -139,6 +139,10 @@ public final class Indicator {
         guard let status, let action = IndicatorView.action(for: id, allowance: status.selfExtension != nil) else { return }
         let request: AgentRequest
         switch action {
+        case .approve(let minutes):
+            note = approveWithPIN(minutes: minutes, user: status.user)
+            _ = show()
+            return
         case .ask(let minutes):
             let cause = "asked from the panel: " + ChildWords.summary(status)
             request = .request(minutes: Int64(minutes), reason: String(cause.prefix(RequestRules.maxReasonCharacters)))
@@ -147,6 +151,7 @@ public final class Indicator {
         }
         let answer = (try? PeerSocketClient.request(path: socketPath, line: request.line)).flatMap { WatchReply($0) }
         switch (action, answer) {
+        case (.approve, _): break
         case (_, nil): note = "The agent did not answer; try again"
         case (.ask(let minutes), let reply?) where reply.ok:
             note = "Asked for \(ChildWords.duration(seconds: Int64(minutes) * 60)) (request \(reply.requestID ?? 0)); a parent will answer"
@@ -156,6 +161,56 @@ public final class Indicator {
             note = UntrustedText.escaped(reply.message ?? "refused", for: .terminal)
         }
         _ = show()
+    }
+
+    /// "A parent approves … here…": the PIN dialog (pinentry) asks for the parent's PIN, the agent checks
+    /// it and gives the time; a wrong PIN is asked for again (the dialog says so) while the agent allows
+    /// tries. Returns the note the menu shows. The indicator waits for the dialog (pinentry's own timeout,
+    /// `Pinentry.dialogTimeoutSeconds` per question): the menu cannot be used meanwhile, and the watch
+    /// catches up after.
+    func approveWithPIN(minutes: Int, user: String) -> String {
+        guard let program = Pinentry.program() else {
+            return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"
+        }
+        let amount = ChildWords.duration(seconds: Int64(minutes) * 60)
+        let dialog: Pinentry
+        do {
+            dialog = try Pinentry(program: program)
+        } catch {
+            return "The PIN dialog could not start"
+        }
+        defer { dialog.finish() }
+        do throws(Pinentry.Failure) {
+            try dialog.command("SETTITLE", "Curfew")
+            try dialog.command("SETDESC", "A parent approves \(amount) more today for \(user).\nType the parent's PIN:")
+            try dialog.command("SETPROMPT", "PIN:")
+            try dialog.command("SETOK", "Approve")
+            try dialog.command("SETCANCEL", "Cancel")
+            try dialog.command("SETTIMEOUT", "\(Pinentry.dialogTimeoutSeconds)")
+            for _ in 0...PINRules.maxTries {
+                var pin = try dialog.getPIN()
+                let line = AgentRequest.approvePIN(pin: String(decoding: pin, as: UTF8.self), minutes: Int64(minutes)).line
+                for index in pin.indices { pin[index] = 0 }
+                let reply = (try? PeerSocketClient.request(path: socketPath, line: line, timeout: .seconds(10))).flatMap { WatchReply($0) }
+                guard let reply else { return "The agent did not answer; try again" }
+                if reply.ok { return "A parent approved \(amount) more" }
+                let reason = UntrustedText.escaped(reply.message ?? "refused", for: .terminal)
+                guard reply.error == AgentRefusal.wrongPIN.rawValue else {
+                    // No PIN set, tries used up, or the agent failed: say so in the dialog, then in the menu.
+                    _ = try? dialog.command("SETDESC", reason)
+                    _ = try? dialog.command("MESSAGE")
+                    return reason
+                }
+                try dialog.command("SETERROR", reason)
+            }
+            return "Too many PIN tries; try again later"
+        } catch .cancelled {
+            return "Approval cancelled"
+        } catch .notInstalled {
+            return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"
+        } catch {
+            return "The PIN dialog failed"
+        }
     }
 
     func monotonic() -> Int64 { ClockReading.now().monotonic }

@@ -46,6 +46,8 @@ public struct IndicatorView: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         case ask(minutes: Int)
         case extend
+        /// A parent, at the child's screen, types the parent's PIN to give this much more today.
+        case approve(minutes: Int)
     }
 
     /// At most this much time left counts as the last warning (the default warnings are 15, 5 and 1 minutes).
@@ -57,6 +59,12 @@ public struct IndicatorView: Sendable, Equatable {
         (101, 15, "Ask for 15 min"), (102, 30, "Ask for 30 min"), (103, 60, "Ask for 1 hour"),
     ]
     public static let extendItem: Int32 = 110
+    /// Fixed amounts, as the child's own asks offer them: the PIN dialog hides what is typed, so it is
+    /// no place to type an amount.
+    public static let approveItems: [(id: Int32, minutes: Int, label: String)] = [
+        (130, 15, "A parent approves 15 min here…"), (131, 30, "A parent approves 30 min here…"),
+        (132, 60, "A parent approves 1 hour here…"),
+    ]
     public static let answerItem: Int32 = 120
 
     public var title: String
@@ -70,6 +78,7 @@ public struct IndicatorView: Sendable, Equatable {
     public static func action(for id: Int32, allowance: Bool) -> Action? {
         if let ask = askItems.first(where: { $0.id == id }) { return .ask(minutes: ask.minutes) }
         if id == extendItem && allowance { return .extend }
+        if let approve = approveItems.first(where: { $0.id == id }) { return .approve(minutes: approve.minutes) }
         return nil
     }
 
@@ -104,6 +113,8 @@ public struct IndicatorView: Sendable, Equatable {
             items.append(
                 Item(id: extendItem, label: "Use my own extra \(ChildWords.duration(seconds: Int64(allowance.minutes) * 60))", enabled: true))
         }
+        items.append(Item(id: 91, label: "", separator: true))
+        for approve in approveItems { items.append(Item(id: approve.id, label: approve.label, enabled: true)) }
         if let note { items.append(Item(id: answerItem, label: note)) }
         return IndicatorView(
             title: "Curfew: \(summary)", tooltipTitle: summary, tooltipText: details.prefix(6).joined(separator: "\n"), face: face,

@@ -137,6 +137,16 @@ public enum Files {
         return true
     }
 
+    /// Removes a file (unlink), then syncs its directory so the removal survives a crash.
+    public static func remove(_ path: String) throws(FileError) {
+        _ = try check("remove", path) { unlink(path) }
+        let directory = open(parentDirectory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+
     /// The names in a directory, without `.` and `..`.
     public static func list(_ path: String) throws(FileError) -> [String] {
         guard let dir = opendir(path) else { throw FileError("list", path, errno: errno) }

@@ -51,6 +51,22 @@ public struct SharedDirectory: Sendable {
         return name
     }
 
+    /// Makes, signs with this computer's parent key (`keyRing`'s signing key) and publishes a grant of
+    /// extra time: the one path by which `curfew grant`, `curfew approve` and the agent's
+    /// `approve-pin` give time. Returns the record's id.
+    public func publishGrant(
+        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64,
+        keyRing: KeyRing
+    ) throws -> String {
+        let key = try keyRing.loadSigningKey()
+        var generator = SystemRandomNumberGenerator()
+        let nonce = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let grant = GrantRecord(
+            user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, author: key.id,
+            time: now, nonce: nonce, requestId: requestId)
+        return try publish(grant, signedBy: key)
+    }
+
     /// Whether any computer has ever written a confirmation here.
     public func hasAnyConfirmation() -> Bool {
         guard let machines = try? Files.list(confirmationsPath) else { return false }

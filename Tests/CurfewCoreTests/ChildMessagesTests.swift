@@ -15,7 +15,42 @@ struct ChildMessagesTests {
         ChildMessages.warning(Warning(subject: subject, thresholdSeconds: seconds, remainingSeconds: seconds), now: now, zone: zone)
     }
 
+    /// Bedtime 19:30-07:00 with the `network` lockout: at `now` the child's traffic is cut.
+    static let offline = Schedule(
+        policy: Policy(
+            user: "kid", dailyLimit: .minutes(120), bedtime: try! BedtimeWindow.parse("19:30-07:00"), lockout: .logout,
+            bedtimeLockout: .network, timezone: "Europe/Paris"),
+        zone: zone)
+    /// Bedtime 21:00-07:00, logins refused at the limit and at bedtime.
+    static let refusing = Schedule(
+        policy: Policy(
+            user: "kid", dailyLimit: .minutes(120), bedtime: try! BedtimeWindow.parse("21:00-07:00"), lockout: .logout,
+            timezone: "Europe/Paris"),
+        zone: zone)
+
+    static func networkOff(at instant: Int64) -> String {
+        let plan = Enforcement.plan(schedule: offline, now: instant, usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
+        return ChildMessages.networkOff(plan.networkOffMessage(now: instant, zone: zone))
+    }
+
+    static func login(at instant: Int64, used: Int64) -> String {
+        LoginVerdict.decide(user: "kid", schedule: refusing, usedSeconds: used, now: instant).message
+    }
+
     static let table: [(label: String, text: String, expected: String)] = [
+        (
+            "network off at bedtime", networkOff(at: now),
+            "it is bedtime: the internet is off until tomorrow at 07:00; ask a parent: curfew request 30m"
+        ),
+        ("network on", ChildMessages.networkOn, "the internet is on again."),
+        (
+            "login refused at the limit", login(at: now, used: 7200),
+            "Curfew: kid may not log in now: today's limit of 2h is used up. You may log in again tomorrow at 07:00."
+        ),
+        (
+            "login refused at bedtime", login(at: now + 6300, used: 0),
+            "Curfew: kid may not log in now: it is bedtime. You may log in again tomorrow at 07:00."
+        ),
         ("daily limit", warn(.dailyLimit, 900), "15 minutes of screen time left today (until 20:00); ask a parent: curfew request 30m"),
         ("daily limit countdown", warn(.dailyLimit, 10), "10 seconds of screen time left today (until 19:45); ask a parent: curfew request 30m"),
         ("weekly limit", warn(.weeklyLimit, 300), "5 minutes of screen time left this week (until 19:50); ask a parent: curfew request 30m"),
@@ -69,11 +104,15 @@ struct ChildMessagesTests {
         let (label, text, expected) = Self.table[index]
         #expect(text == expected, "\(label)")
         #expect(!text.contains("\n") && ChildMessages.oneLine(text) == text, "\(label): one line")
-        #expect(!text.contains("Curfew"), "\(label): the banner is added once, where it is shown")
+        // A login refusal is shown by PAM at the prompt with nothing around it: it carries the one banner.
+        let banners = label.hasPrefix("login refused") ? 1 : 0
+        #expect(text.components(separatedBy: "Curfew").count - 1 == banners, "\(label): the banner is added once, where it is shown")
+        #expect(!label.hasPrefix("login refused") || text.hasPrefix("Curfew: "), "\(label)")
         #expect(text.range(of: #"\d{4}-\d\d-\d\dT"#, options: .regularExpression) == nil, "\(label): no ISO time")
-        let ranOut = label.contains("limit") || label.hasPrefix("bedtime,") || label.contains("logout") || label.contains("lock")
+        let ranOut = label.contains("limit") || label.hasPrefix("network off") || label.hasPrefix("bedtime,") || label.contains("logout") || label.contains("lock")
             || label.contains("monitor") || label.contains("week") || label == "app at bedtime"
-        if ranOut && label != "app blocked" && !["bedtime", "bedtime after midnight"].contains(label) {
+        // Nothing can be run at a login prompt: a refusal says when, not what to type.
+        if ranOut && label != "app blocked" && !["bedtime", "bedtime after midnight"].contains(label) && !label.hasPrefix("login refused") {
             #expect(text.hasSuffix(ChildMessages.askParent), "\(label): says what to do")
         }
     }

@@ -174,7 +174,7 @@ struct EnforcementTests {
         #expect(bedtime.decision.state == .bedtime && bedtime.lockout == .network && bedtime.networkOff)
         #expect(bedtime.sessionAction == SessionAction.none)
         #expect(bedtime.stopApps == ["steam": .blocked], "a blocked app is still stopped; the rest goes on offline")
-        #expect(bedtime.networkOffMessage(now: utc("2026-06-05T22:00Z"), zone: zoneRules("UTC")) == "it is bedtime: the internet is off until 07:00")
+        #expect(bedtime.networkOffMessage(now: utc("2026-06-05T22:00Z"), zone: zoneRules("UTC")) == "it is bedtime: the internet is off until tomorrow at 07:00")
         let downtime = plan("2026-06-05T09:30Z")
         #expect(downtime.decision.state == .downtime && downtime.networkOff && downtime.sessionAction == SessionAction.none)
         #expect(
@@ -209,7 +209,7 @@ struct EnforcementTests {
             schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utc("2026-06-05T12:00Z"),
             usage: DayUsage(screenSeconds: 0, weekSeconds: 3600), running: [], tracked: [])
         #expect(week.networkOff)
-        #expect(week.networkOffMessage(now: utc("2026-06-05T12:00Z"), zone: zoneRules("UTC")).hasPrefix("this week's limit of 1h is used up: the internet is off until Mon 2026-06-08 00:00"))
+        #expect(week.networkOffMessage(now: utc("2026-06-05T12:00Z"), zone: zoneRules("UTC")).hasPrefix("this week's limit of 1h is used up: the internet is off until Monday at 00:00"))
     }
 
     @Test func stopMessagesNameTheRule() {

@@ -247,7 +247,7 @@ struct NetworkLockoutTests {
             "\(off)")
 
         try waitUntil(seconds: 10, "the child told") {
-            terminal.read().contains("Curfew: it is bedtime: the internet is off until \(Self.clock(end)).")
+            terminal.read().contains("Curfew: it is bedtime: the internet is off until \(Self.clock(end)); ask a parent: curfew request 30m")
         }
         #expect(!terminal.text.contains("time is up"), "one message, not the logout one: \(terminal.text)")
         // A firewall reload (nftables.service starts with `flush ruleset`) takes the table away: the

@@ -1,0 +1,134 @@
+import CurfewCore
+import CurfewLinux
+import CurfewStore
+import CurfewSync
+import Foundation
+import Logging
+
+/// A parent approves extra time on the child's own screen by typing the parent's PIN (`approve-pin`,
+/// sent by the child's indicator). The agent checks it against `<state-dir>/parent-pin`, at most
+/// `PINRules.maxTries` times per child in `PINRules.tryWindowSeconds`, counted from the `pin-try`
+/// events in the database (so a restart does not reset them); each try is an event, right or wrong,
+/// never the PIN. A right PIN publishes a grant signed with this computer's parent key, exactly as
+/// `curfew grant CHILD Nm` does, which the agent then applies like any other grant.
+extension Agent {
+    /// The outcome of one `approve-pin`.
+    enum PINApproval {
+        case granted(record: String, date: LocalDate)
+        case refused(AgentError)
+    }
+
+    /// One try as the database counted it.
+    private enum PINTry {
+        case right
+        case wrong(triesLeft: Int)
+        /// The window's tries are used up: not checked, not recorded.
+        case full(PolicyError)
+    }
+
+    func approveWithPIN(user: String, policy: Policy, pin: String, minutes: Int, now: Int64) throws -> PINApproval {
+        let pinFile = ParentPINFile(stateDirectory: configuration.stateDirectory)
+        let hash: ParentPINHash
+        do {
+            hash = try pinFile.load()
+        } catch .notSet {
+            return .refused(
+                AgentError(.noPIN, "no parent PIN is set on this computer; a parent can set one with: sudo curfew pin set"))
+        } catch {
+            logger.error("cannot read the parent's PIN", metadata: ["path": "\(pinFile.path)", "error": "\(error)"])
+            return .refused(AgentError(.failed, "the parent's PIN cannot be read on this computer; nothing changed"))
+        }
+        let windowStart = (now - PINRules.tryWindowSeconds) * 1000 + 1
+        // A child whose tries are used up costs no hashing.
+        let earlier = try store.read { db in
+            try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
+        }
+        do throws(PolicyError) {
+            try PINRules.checkRoom(triesInWindow: earlier.map { floorDivide($0.time, 1000) }, now: now)
+        } catch {
+            return .refused(AgentError(.tooManyTries, error.message + "; nothing changed"))
+        }
+        // The check (scrypt: 32 MiB, a tenth of a second or so in a release build) holds no database
+        // lock; it happens at most `PINRules.maxTries` times per child and window.
+        let right = try hash.matches(pin)
+        // The count again and the event in one transaction: two tries at once cannot both take the last place.
+        let outcome: PINTry = try store.write { db in
+            let tries = try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
+            do throws(PolicyError) {
+                try PINRules.checkRoom(triesInWindow: tries.map { floorDivide($0.time, 1000) }, now: now)
+            } catch {
+                return .full(error)
+            }
+            let count = tries.count + 1
+            let data = JSONObject([
+                ("right", .bool(right)), ("minutes", .int(Int64(minutes))), ("try", .int(Int64(count))),
+                ("of", .int(Int64(PINRules.maxTries))),
+            ])
+            let words = right ? "the parent's PIN was typed to approve" : "a wrong PIN was typed to approve"
+            try EventLog.append(
+                AgentEvent(
+                    time: now * 1000, user: user, kind: .pinTry,
+                    message: "\(words) \(TimeAllowance.format(minutes: minutes)) more (try \(count) of \(PINRules.maxTries) in \(PINRules.tryWindowSeconds / 60) minutes)",
+                    data: .object(data)), db)
+            return right ? .right : .wrong(triesLeft: PINRules.maxTries - count)
+        }
+        switch outcome {
+        case .wrong(let left):
+            return .refused(
+                AgentError(
+                    .wrongPIN,
+                    "wrong PIN; nothing changed (\(left) \(left == 1 ? "try" : "tries") left in the next \(PINRules.tryWindowSeconds / 60) minutes)"))
+        case .full(let refusal):
+            return .refused(AgentError(.tooManyTries, refusal.message + "; nothing changed"))
+        case .right:
+            break
+        }
+        let date = Schedule.zone(for: policy).localTime(at: now).date
+        let shared = SharedDirectory(path: configuration.sharedDirectory, trust: KeyRing(stateDirectory: configuration.stateDirectory))
+        do {
+            let record = try shared.publishGrant(
+                user: user, date: date, extraMinutes: minutes, bedtimeDelayMinutes: 0, requestId: nil, now: now,
+                keyRing: KeyRing(stateDirectory: configuration.stateDirectory))
+            logger.notice("a parent approved extra time with the PIN", metadata: ["user": "\(user)", "minutes": "\(minutes)", "record.id": "\(record)"])
+            return .granted(record: record, date: date)
+        } catch KeyError.noSigningKey {
+            return .refused(
+                AgentError(.failed, "this computer holds no parent key, so time cannot be approved here; nothing changed"))
+        }
+    }
+}
+
+extension SocketProtocol {
+    /// `{"command": "approve-pin", "pin": "...", "minutes": 30}` from a managed user (not root).
+    static func answerApprovePIN(pin: String, minutes: Int64, callerUID: UInt32, agent: Agent) -> JSONValue {
+        guard callerUID != 0 else {
+            return failure(.notPermitted, "root needs no PIN; grant time with curfew grant")
+        }
+        guard let caller = Accounts.account(uid: callerUID) else {
+            return failure(.notPermitted, "your account has no name, so it cannot be managed")
+        }
+        guard let policy = agent.state.policies[caller.name] else {
+            return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
+        }
+        do {
+            switch try agent.approveWithPIN(
+                user: caller.name, policy: policy, pin: pin, minutes: Int(minutes), now: agent.clock.wallSeconds)
+            {
+            case .refused(let refusal):
+                return refusal.reply
+            case .granted(let record, let date):
+                let grant = JSONObject([
+                    ("record", .string(record)), ("date", .string("\(date)")), ("minutes", .int(minutes)),
+                ])
+                return .object(
+                    JSONObject([
+                        ("ok", .bool(true)), ("grant", .object(grant)),
+                        ("message", .string("a parent approved \(TimeAllowance.format(minutes: Int(minutes))) more today")),
+                    ]))
+            }
+        } catch {
+            agent.logger.error("cannot check the parent's PIN", metadata: ["user": "\(caller.name)", "error": "\(error)"])
+            return failure(.failed, "the agent could not check the PIN; nothing changed")
+        }
+    }
+}

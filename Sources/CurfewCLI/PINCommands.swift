@@ -1,0 +1,151 @@
+import ArgumentParser
+import CurfewCore
+import CurfewSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `curfew pin set` and `curfew pin clear`: the parent's PIN, with which a parent approves extra time
+/// on the child's own screen (the indicator's "A parent approves … here…").
+struct PINCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pin",
+        abstract: "Set or clear the parent's PIN, with which a parent approves extra time on the child's screen.",
+        discussion: """
+            With a PIN set, the child's panel item (curfew-indicator) offers "A parent approves 15 min / 30 min / \
+            1 hour here…": it opens the desktop's PIN dialog (pinentry), and a parent standing by types the PIN. \
+            The agent checks it and gives the time exactly as curfew grant CHILD 30m would (a grant signed with \
+            this computer's parent key, so other computers and the audit log see it). Each child may try at most \
+            \(PINRules.maxTries) times in \(PINRules.tryWindowSeconds / 60) minutes; every try, right or wrong, is an \
+            event (curfew events), never the PIN.
+            """,
+        subcommands: [PINSet.self, PINClear.self])
+}
+
+struct PINSet: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Set the parent's PIN (root only); asked twice on the terminal, never on the command line.",
+        discussion: """
+            \(PINRules.rule.prefix(1).uppercased() + PINRules.rule.dropFirst()). The PIN is read from the terminal \
+            with echo off (or, when standard input is not a terminal, as two lines from it) and kept as a salted \
+            scrypt hash in <state-dir>/\(ParentPINHash.fileName), mode 0600, replacing any PIN before. Exit status \
+            64 when the two entries differ or the PIN breaks the rule, 77 when not run as root.
+            """)
+
+    @OptionGroup var location: LocationOptions
+
+    func run() throws {
+        guard geteuid() == 0 else {
+            throw CLIError("only a parent may set the PIN (run as root: sudo curfew pin set)", .notPermitted)
+        }
+        let workspace = Workspace(location)
+        // Approvals are grants signed with this computer's parent key: without it a PIN could never work.
+        _ = try workspace.requireParentKey()
+        let reader = try SecretReader()
+        let pin = try reader.read(prompt: "New parent PIN (\(PINRules.minDigits)-\(PINRules.maxDigits) digits): ")
+        try translatingErrors { try PINRules.validate(pin) }
+        let again = try reader.read(prompt: "The same PIN again: ")
+        guard again == pin else { throw CLIError("the two PINs differ; nothing changed", .invalidArguments) }
+        let hash = try translatingErrors { try ParentPINHash.make(pin: pin) }
+        let file = ParentPINFile(stateDirectory: workspace.stateDirectory)
+        try translatingErrors { try file.store(hash) }
+        Output.line("parent PIN set (\(file.path)); a parent can now approve extra time on a child's screen")
+    }
+}
+
+struct PINClear: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clear",
+        abstract: "Remove the parent's PIN (root only): approving on the child's screen stops working.")
+
+    @OptionGroup var location: LocationOptions
+
+    func run() throws {
+        guard geteuid() == 0 else {
+            throw CLIError("only a parent may clear the PIN (run as root: sudo curfew pin clear)", .notPermitted)
+        }
+        let workspace = Workspace(location)
+        try workspace.requireStateDirectory()
+        let file = ParentPINFile(stateDirectory: workspace.stateDirectory)
+        let removed = try translatingErrors { try file.remove() }
+        Output.line(removed ? "parent PIN removed" : "no parent PIN was set")
+    }
+}
+
+/// The terminal's settings while echo is off, for the signal handler that puts them back.
+nonisolated(unsafe) private var terminalBeforeSecret: (descriptor: Int32, settings: termios)?
+
+/// Reads secrets line by line: from the controlling terminal with echo off when standard input is a
+/// terminal (the prompt goes there too), else from standard input without a prompt (scripts, tests).
+/// Never from the command line, where other users could read it in /proc.
+struct SecretReader {
+    let descriptor: Int32
+    let isTerminal: Bool
+    static let maxBytes = 256
+
+    init() throws {
+        if isatty(0) == 1 {
+            let terminal = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
+            descriptor = terminal >= 0 ? terminal : 0
+            isTerminal = true
+        } else {
+            descriptor = 0
+            isTerminal = false
+        }
+    }
+
+    /// One line without its newline; fails (64) at end of input.
+    func read(prompt: String) throws -> String {
+        guard isTerminal else { return try readLine() }
+        write(prompt)
+        var settings = termios()
+        guard tcgetattr(descriptor, &settings) == 0 else { return try readLine() }
+        var quiet = settings
+        quiet.c_lflag &= ~tcflag_t(ECHO | ECHONL)
+        terminalBeforeSecret = (descriptor, settings)
+        // Ctrl-C while echo is off must not leave the terminal silent.
+        let previous = signal(SIGINT) { _ in
+            if let saved = terminalBeforeSecret {
+                var settings = saved.settings
+                tcsetattr(saved.descriptor, TCSAFLUSH, &settings)
+            }
+            _exit(130)
+        }
+        tcsetattr(descriptor, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(descriptor, TCSAFLUSH, &settings)
+            terminalBeforeSecret = nil
+            signal(SIGINT, previous)
+            write("\n")
+        }
+        return try readLine()
+    }
+
+    private func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(descriptor == 0 ? 2 : descriptor, $0.baseAddress, $0.count) }
+    }
+
+    /// Reads byte by byte up to a newline, so the second line stays for the second call.
+    private func readLine() throws -> String {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let count = Glibc.read(descriptor, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 {
+                if bytes.isEmpty { throw CLIError("no PIN was typed (end of input); nothing changed", .invalidArguments) }
+                break
+            }
+            if byte == 0x0A { break }
+            guard bytes.count < Self.maxBytes else {
+                throw CLIError("\(PINRules.rule), got more than \(Self.maxBytes) characters", .invalidArguments)
+            }
+            bytes.append(byte)
+        }
+        if bytes.last == 0x0D { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
