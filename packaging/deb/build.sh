@@ -139,7 +139,7 @@ Architecture: $arch
 Maintainer: $(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$HERE/changelog" | head -n 1)
 Installed-Size: $installed_size
 Depends: $depends
-Recommends: nftables
+Recommends: nftables, pinentry-gnome3 | pinentry-gtk2 | pinentry-curses
 Section: admin
 Priority: optional
 Description: family screen-time rules for Linux: limits, bedtimes, app rules
