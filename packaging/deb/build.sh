@@ -139,7 +139,7 @@ Architecture: $arch
 Maintainer: $(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$HERE/changelog" | head -n 1)
 Installed-Size: $installed_size
 Depends: $depends
-Recommends: nftables, pinentry-gnome3 | pinentry-gtk2 | pinentry-curses
+Recommends: nftables, pinentry-gnome3 | pinentry-gtk2 | pinentry-qt
 Section: admin
 Priority: optional
 Description: family screen-time rules for Linux: limits, bedtimes, app rules
