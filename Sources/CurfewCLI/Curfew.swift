@@ -25,6 +25,10 @@ public struct Curfew: ParsableCommand {
     /// line on stderr, help and version on stdout.
     public static func main(arguments: [String]) -> Int32 {
         if ZoneDatabase.source == nil { SystemZones.install() }
+        if Completions.asksForFishScript(arguments) {
+            Output.line(Completions.fishScript())
+            return ExitStatus.success.rawValue
+        }
         do {
             var command = try parseAsRoot(arguments)
             try command.run()

@@ -48,4 +48,47 @@ import Testing
                 "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "",
             ], "\(text)")
     }
+
+    /// The fish completion from `curfew --generate-completion-script fish` in a real interactive fish
+    /// (Debian 12's 3.6, on a pseudo-terminal from script(1): `commandline` needs one), through
+    /// `complete -C`: users and apps come from `curfew` itself (ArgumentParser's own script asks
+    /// fish 3 for the cursor's place in a way it does not answer, and offered neither), the rest
+    /// from the lists.
+    @Test func fishCompletesUsersAppsLockoutsWeekdaysAndDurations() throws {
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        try runner.ok(["init"])
+        try "kid\nkiddo\n".write(toFile: "\(runner.stateDir)/managed-users", atomically: true, encoding: .utf8)
+        let script = try runner.ok(["--generate-completion-script", "fish"]).stdout
+        #expect(try runner.ok(["--generate-completion-script=fish"]).stdout == script)
+        let scriptPath = runner.root.appendingPathComponent("curfew.fish").path
+        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let lines = [
+            "curfew limit ki", "curfew app block kid supert", "curfew lockout kid ", "curfew bedtime kid 21:00-07:00 --day s",
+            "curfew grant kid 1h", "curfew status ",
+        ]
+        let driver = (["source \(scriptPath)"] + lines.map { "complete -C'\($0)' | string split -f 1 \\t | string join ' '" })
+            .joined(separator: "; ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", "fish --no-config -i -c \"\(driver)\"", "/dev/null"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = "\(CurfewRunner.binDirectory.path):/usr/bin:/bin"
+        environment["CURFEW_STATE_DIR"] = runner.stateDir
+        environment["CURFEW_CATALOG_DIRS"] = runner.catalogDirectory
+        environment["TERM"] = "dumb"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .replacingOccurrences(of: "\r", with: "")
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(
+            text.split(separator: "\n").map(String.init) == [
+                "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "kid kiddo",
+            ], "\(text)")
+    }
 }
