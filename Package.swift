@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
@@ -34,11 +35,18 @@ let package = Package(
                 // SHA-256 for the audit log's hash chain.
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strictImports),
+        // The one errno layer: libc and libsystemd return codes turned into swift-system's `Errno`
+        // (EINTR retried in one place), and the clocks read with their result checked. Depends on
+        // nothing of ours, so Sync and Linux both reach it without reaching each other.
+        .target(
+            name: "CurfewPOSIX",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strictImports),
         // The shared directory: records, signatures, keys.
         .target(
             name: "CurfewSync",
             dependencies: [
-                "CurfewCore",
+                "CurfewCore", "CurfewPOSIX", .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
@@ -52,7 +60,8 @@ let package = Package(
         .target(
             name: "CurfewLinux",
             dependencies: [
-                "CurfewCore", "CSystemd", "CLinux", "CSwiftRuntime",
+                "CurfewCore", "CurfewPOSIX", "CSystemd", "CLinux", "CSwiftRuntime",
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
@@ -99,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "curfew-bench",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports", "CurfewPOSIX",
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),

@@ -1,4 +1,5 @@
 import CurfewLinux
+import CurfewPOSIX
 import Foundation
 
 #if canImport(Glibc)
@@ -31,9 +32,7 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
 
 /// CPU time of the calling thread in milliseconds (CLOCK_THREAD_CPUTIME_ID: user + system, ns resolution).
 func threadCPUMilliseconds() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-    return Double(time.tv_sec) * 1000 + Double(time.tv_nsec) / 1e6
+    Double(SystemClock.nanoseconds(CLOCK_THREAD_CPUTIME_ID)) / 1e6
 }
 
 /// Wall and CPU time of one call.

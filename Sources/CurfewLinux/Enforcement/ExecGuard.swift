@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewPOSIX
 import Glibc
 import CLinux
 import Logging
@@ -526,9 +527,5 @@ public final class ExecGuard: Sendable {
         buffer[position] = 0
     }
 
-    static func monotonicNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
+    static func monotonicNanoseconds() -> Int64 { SystemClock.monotonicNanoseconds() }
 }
