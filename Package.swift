@@ -74,6 +74,7 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strictImports),
         // The agent's command line (flags, logging, the ServiceGroup), for curfewd and the multi-call program.
         .target(
@@ -110,6 +111,7 @@ let package = Package(
             dependencies: [
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports", "CurfewPOSIX",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strictImports),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),
         .testTarget(name: "CurfewStoreTests", dependencies: ["CurfewStore", "CurfewTestSupport"]),
@@ -121,7 +123,9 @@ let package = Package(
         .target(
             name: "CurfewTestSupport", dependencies: ["CurfewLinux", "CSystemd", "CurfewCore", "CurfewSync", "CurfewTestZones"],
             path: "Tests/CurfewTestSupport"),
-        .testTarget(name: "CurfewLinuxTests", dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport"]),
+        .testTarget(
+            name: "CurfewLinuxTests",
+            dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [

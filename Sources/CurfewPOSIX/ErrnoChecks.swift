@@ -64,3 +64,16 @@ public func valueOrErrno<Result: FixedWidthInteger>(
         return .failure(code)
     }
 }
+
+extension Errno {
+    /// EINTR, EAGAIN or EWOULDBLOCK: nothing went wrong, the call may be made again (after a poll).
+    public var isTemporary: Bool { self == .interrupted || self == .resourceTemporarilyUnavailable || self == .wouldBlock }
+}
+
+extension Result where Failure == Errno {
+    /// A failure whose errno is temporary (`Errno.isTemporary`); false for a success.
+    public var isTemporaryFailure: Bool {
+        if case .failure(let error) = self { return error.isTemporary }
+        return false
+    }
+}

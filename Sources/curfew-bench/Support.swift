@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewLinux
 import CurfewPOSIX
 import Foundation
@@ -94,8 +95,8 @@ func spawnChild(
 
 struct LaunchError: Error, CustomStringConvertible {
     var path: String
-    var errno: Int32
-    var description: String { "cannot start \(path): \(String(cString: strerror(errno)))" }
+    var errno: Errno
+    var description: String { "cannot start \(path): \(errno)" }
 }
 
 /// Waits for `pid` (EINTR retried); returns its exit status, 128 + signal if killed, -1 if not a child.

@@ -343,7 +343,7 @@ import Testing
     }
 
     @Test func spawnReportsErrors() {
-        #expect(throws: LinuxError(operation: "posix_spawn /nonexistent/program", errno: ENOENT)) {
+        #expect(throws: LinuxError(operation: "posix_spawn /nonexistent/program", errno: .noSuchFileOrDirectory)) {
             try spawnProcess("/nonexistent/program", [])
         }
     }
@@ -677,11 +677,11 @@ import Testing
     }
 
     @Test func linuxErrorsCarryTheCallAndErrno() {
-        #expect(throws: LinuxError(operation: "open /nonexistent", errno: ENOENT)) {
+        #expect(throws: LinuxError(operation: "open /nonexistent", errno: .noSuchFileOrDirectory)) {
             try LinuxError.check("open /nonexistent") { open("/nonexistent", O_RDONLY) }
         }
-        #expect(LinuxError(operation: "open /x", errno: ENOENT).description == "open /x: No such file or directory (errno 2)")
-        #expect(throws: LinuxError(operation: "posix_spawnattr", errno: EINVAL)) {
+        #expect(LinuxError(operation: "open /x", errno: .noSuchFileOrDirectory).description == "open /x: No such file or directory (errno 2)")
+        #expect(throws: LinuxError(operation: "posix_spawnattr", errno: .invalidArgument)) {
             try LinuxError.checkErrorNumber("posix_spawnattr") { EINVAL }
         }
         var calls = 0

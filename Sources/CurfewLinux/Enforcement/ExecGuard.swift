@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewCore
 import CurfewPOSIX
 import Glibc
@@ -125,7 +126,7 @@ public final class ExecGuard: Sendable {
     /// Marks every mounted filesystem not marked yet (`/proc/self/mountinfo`). Returns the mount
     /// points newly marked and those that could not be.
     public func markMounts(mountInfo path: String = "/proc/self/mountinfo") -> (marked: [String], failed: [(String, LinuxError)]) {
-        guard let text = Self.readSmallFile(path) else { return ([], [("/proc/self/mountinfo", LinuxError(operation: "read \(path)", errno: errno))]) }
+        guard let text = Self.readSmallFile(path) else { return ([], [("/proc/self/mountinfo", LinuxError(operation: "read \(path)", errno: .last))]) }
         var newlyMarked: [String] = []
         var failed: [(String, LinuxError)] = []
         for mount in Self.parseMountInfo(text) where !Self.unmarkedTypes.contains(mount.type) {
