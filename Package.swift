@@ -131,6 +131,7 @@ let package = Package(
             dependencies: [
                 "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(
