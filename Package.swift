@@ -31,7 +31,7 @@ let package = Package(
         .target(
             name: "CurfewStore",
             dependencies: [
-                "CurfewCore", .product(name: "GRDB", package: "GRDB.swift"),
+                "CurfewCore", "CurfewPOSIX", .product(name: "GRDB", package: "GRDB.swift"),
                 // SHA-256 for the audit log's hash chain.
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strictImports),
@@ -97,14 +97,18 @@ let package = Package(
         .target(
             name: "CurfewCLI",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewPOSIX",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"], swiftSettings: strictImports),
         // The child's tray item: a StatusNotifierItem and its dbusmenu over sd-bus, fed by the agent's
         // watch; never the agent's code.
-        .target(name: "CurfewIndicator", dependencies: ["CurfewCore", "CurfewLinux", "CLinux"], swiftSettings: strictImports),
+        .target(
+            name: "CurfewIndicator",
+            dependencies: [
+                "CurfewCore", "CurfewLinux", "CLinux", "CurfewPOSIX", .product(name: "SystemPackage", package: "swift-system"),
+            ], swiftSettings: strictImports),
         .executableTarget(name: "curfew-indicator", dependencies: ["CurfewIndicator"], swiftSettings: strictImports),
         .executableTarget(
             name: "curfew-bench",

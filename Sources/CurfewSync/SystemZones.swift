@@ -112,9 +112,9 @@ public final class SystemZones: ZoneSource, Sendable {
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var total = 0
         while total < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, $0.count - total) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return nil }
+            guard case .success(let count) = valueOrErrno({ bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, $0.count - total) } }),
+                count > 0
+            else { return nil }
             total += count
         }
         return bytes

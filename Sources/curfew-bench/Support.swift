@@ -103,9 +103,7 @@ struct LaunchError: Error, CustomStringConvertible {
 @discardableResult
 func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 {
-        if errno != EINTR { return -1 }
-    }
+    guard case .success = valueOrErrno({ waitpid(pid, &status, 0) }) else { return -1 }
     return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }
 
@@ -164,9 +162,7 @@ func readText(_ path: String) -> String? {
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     while true {
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count >= 0 else { return nil }
+        guard case .success(let count) = valueOrErrno({ buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }) else { return nil }
         if count == 0 { break }
         bytes += buffer[0..<count]
     }

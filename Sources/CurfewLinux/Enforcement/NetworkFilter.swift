@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import SystemPackage
 import CLinux
 import CurfewCore
@@ -256,9 +257,12 @@ public struct NetworkFilter: Sendable {
     static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let count = read(fd, &chunk, chunk.count)
-            if count == 0 { return false }
-            if count < 0 { return errno == EINTR || errno == EAGAIN }
+            let count: Int
+            switch valueOrErrno(retryOnInterrupt: false, { read(fd, &chunk, chunk.count) }) {
+            case .success(0): return false
+            case .success(let read): count = read
+            case .failure(let error): return error.isTemporary
+            }
             if bytes.count < 1 << 20 { bytes += chunk.prefix(min(count, (1 << 20) - bytes.count)) }
         }
     }
