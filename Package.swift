@@ -129,7 +129,9 @@ let package = Package(
             path: "Tests/CurfewTestSupport"),
         .testTarget(
             name: "CurfewLinuxTests",
-            dependencies: ["CurfewLinux", "CLinux", "CurfewTestSupport", .product(name: "SystemPackage", package: "swift-system")]),
+            dependencies: [
+                "CurfewLinux", "CLinux", "CurfewPOSIX", "CurfewTestSupport", .product(name: "SystemPackage", package: "swift-system"),
+            ]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [
