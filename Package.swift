@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
@@ -32,15 +33,22 @@ let package = Package(
         .target(
             name: "CurfewStore",
             dependencies: [
-                "CurfewCore", .product(name: "GRDB", package: "GRDB.swift"),
+                "CurfewCore", "CurfewPOSIX", .product(name: "GRDB", package: "GRDB.swift"),
                 // SHA-256 for the audit log's hash chain.
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strictImports),
+        // The one errno layer: libc and libsystemd return codes turned into swift-system's `Errno`
+        // (EINTR retried in one place), and the clocks read with their result checked. Depends on
+        // nothing of ours, so Sync and Linux both reach it without reaching each other.
+        .target(
+            name: "CurfewPOSIX",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strictImports),
         // The shared directory: records, signatures, keys; the parent's PIN hash (scrypt, from _CryptoExtras).
         .target(
             name: "CurfewSync",
             dependencies: [
-                "CurfewCore",
+                "CurfewCore", "CurfewPOSIX", .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -55,7 +63,8 @@ let package = Package(
         .target(
             name: "CurfewLinux",
             dependencies: [
-                "CurfewCore", "CSystemd", "CLinux", "CSwiftRuntime",
+                "CurfewCore", "CurfewPOSIX", "CSystemd", "CLinux", "CSwiftRuntime",
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
@@ -68,6 +77,7 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strictImports),
         // The agent's command line (flags, logging, the ServiceGroup), for curfewd and the multi-call program.
         .target(
@@ -90,20 +100,25 @@ let package = Package(
         .target(
             name: "CurfewCLI",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewPOSIX",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strictImports),
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"], swiftSettings: strictImports),
         // The child's tray item: a StatusNotifierItem and its dbusmenu over sd-bus, fed by the agent's
         // watch; never the agent's code.
-        .target(name: "CurfewIndicator", dependencies: ["CurfewCore", "CurfewLinux", "CLinux"], swiftSettings: strictImports),
+        .target(
+            name: "CurfewIndicator",
+            dependencies: [
+                "CurfewCore", "CurfewLinux", "CLinux", "CurfewPOSIX", .product(name: "SystemPackage", package: "swift-system"),
+            ], swiftSettings: strictImports),
         .executableTarget(name: "curfew-indicator", dependencies: ["CurfewIndicator"], swiftSettings: strictImports),
         .executableTarget(
             name: "curfew-bench",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewAgent", "CurfewReports", "CurfewPOSIX",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strictImports),
         .testTarget(name: "CurfewCoreTests", dependencies: ["CurfewCore", "CurfewTestSupport"]),
         .testTarget(
@@ -120,13 +135,15 @@ let package = Package(
         .testTarget(
             name: "CurfewLinuxTests",
             dependencies: [
-                "CurfewLinux", "CurfewCore", "CLinux", "CSystemd", "CurfewTestSupport", .product(name: "Logging", package: "swift-log"),
+                "CurfewLinux", "CurfewCore", "CLinux", "CSystemd", "CurfewPOSIX", "CurfewTestSupport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "SystemPackage", package: "swift-system"),
             ]),
         .testTarget(
             name: "CurfewAgentTests",
             dependencies: [
                 "CurfewAgent", "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]),
         // Runs the built binaries; depending on the executable makes `swift test` build it.
         .testTarget(

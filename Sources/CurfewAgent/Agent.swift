@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewCore
 import CurfewLinux
 import CurfewStore
@@ -52,7 +53,7 @@ public final class Agent: Sendable {
             } catch {
                 execGuard = nil
                 let why =
-                    error.errno == EPERM
+                    error.errno == .notPermitted
                     ? "fanotify needs CAP_SYS_ADMIN (and fanotify_init, fanotify_mark past any system call filter)"
                     : "the kernel has no fanotify permission events (FAN_OPEN_EXEC_PERM)"
                 execGuardMode = "off: \(why) (\(error))"

@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewCore
 import CurfewLinux
 import Foundation
@@ -61,7 +62,7 @@ final class NetworkLockout {
                 current = Dictionary(uniqueKeysWithValues: try filter.blockedUIDs().map { ($0, names[$0] ?? "uid \($0)") })
             } catch {
                 // Nothing to cut and no nftables: the lockout is not used here; nothing to say.
-                if cut.isEmpty && error.errno == ENOENT {
+                if cut.isEmpty && error.errno == .noSuchFileOrDirectory {
                     applied = [:]
                     return nil
                 }

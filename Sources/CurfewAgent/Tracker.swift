@@ -285,15 +285,16 @@ public final class Tracker {
     static let releaseProgramPagesAfterMilliseconds: Int64 = 5_000
 
     func releaseProgramPages() {
-        if let release = ProgramPages.release() {
+        do {
+            let release = try ProgramPages.release()
             logger.info(
                 "released the program's startup pages",
                 metadata: [
                     "mappings": "\(release.mappings)", "rss.before.kib": "\(release.residentBeforeKiB)",
                     "rss.after.kib": "\(release.residentAfterKiB)",
                 ])
-        } else {
-            logger.notice("cannot release the program's startup pages", metadata: ["errno": "\(errno)"])
+        } catch {
+            logger.notice("cannot release the program's startup pages", metadata: ["error": "\(error)"])
         }
     }
 

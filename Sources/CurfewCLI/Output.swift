@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CurfewCore
 
 #if canImport(Glibc)
@@ -15,9 +16,8 @@ enum Output {
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { return }
+            let written = valueOrErrno { bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) } }
+            guard case .success(let count) = written, count > 0 else { return }
             offset += count
         }
     }
@@ -33,9 +33,8 @@ enum Output {
         var bytes = Array((text + "\n").utf8)
         var offset = 0
         while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress! + offset, $0.count - offset) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { return }
+            let written = valueOrErrno { bytes.withUnsafeMutableBytes { write(1, $0.baseAddress! + offset, $0.count - offset) } }
+            guard case .success(let count) = written, count > 0 else { return }
             offset += count
         }
     }

@@ -1,3 +1,5 @@
+import CurfewPOSIX
+import SystemPackage
 import CLinux
 import CurfewCore
 import CurfewLinux
@@ -57,8 +59,8 @@ public final class Indicator {
                     return .failed("the session bus went away: \(error)")
                 }
             }
-            let ready = poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait))
-            if ready < 0 && errno != EINTR { return .failed("poll: \(String(cString: strerror(errno)))") }
+            let polled = valueOrErrno(retryOnInterrupt: false) { poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait)) }
+            if case .failure(let error) = polled, error != .interrupted { return .failed("poll: \(error)") }
             if let stream, pollers[0].revents != 0 {
                 let (lines, closed) = stream.readLines()
                 for line in lines {
@@ -127,7 +129,7 @@ public final class Indicator {
             try bus.flush()
             self.tray = tray
             // Started: the item is on the bus. What startup ran of the program is not needed again.
-            _ = ProgramPages.release()
+            _ = try? ProgramPages.release()
         } catch {
             return .failed("cannot show the item on the session bus: \(error)")
         }

@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CurfewCore
 import GRDB
 
@@ -233,8 +234,8 @@ extension StateStore {
         guard let reason else { return (try StateStore(path: path, concurrentReaders: true), nil) }
         let aside = "\(path).corrupt-\(now)"
         for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
-            guard rename(path + suffix, aside + suffix) == 0 else {
-                throw StoreError(message: "cannot move the damaged database \(path + suffix) aside: \(String(cString: strerror(errno)))")
+            if case .failure(let error) = valueOrErrno({ rename(path + suffix, aside + suffix) }) {
+                throw StoreError(message: "cannot move the damaged database \(path + suffix) aside: \(error)")
             }
         }
         return (try StateStore(path: path, concurrentReaders: true), Corruption(reason: reason, movedTo: aside))

@@ -3,6 +3,7 @@
 #elseif canImport(Musl)
     import Musl
 #endif
+import SystemPackage
 import CurfewCore
 
 /// Writes this computer's confirmations into `<shared-dir>/confirmations/<machine-id>/` and reads
@@ -35,7 +36,7 @@ public struct ConfirmationStore: Sendable {
         }
         let documents: [[UInt8]]
         do { documents = try machine.signAll(confirmations) } catch {
-            return ([], FileError("sign confirmations in", directory, errno: EINVAL))
+            return ([], FileError(.signConfirmations, directory, errno: .invalidArgument))
         }
         var written: [String] = []
         for (confirmation, bytes) in zip(confirmations, documents) {

@@ -5,42 +5,82 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import CurfewPOSIX
+import SystemPackage
 import CurfewCore
 
-/// A failed file operation: what was attempted, on which path, and errno.
+/// A failed file operation: what was attempted (a code), on which path, and the `Errno`.
 public struct FileError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var operation: String
-    public var path: String
-    public var errno: Int32
+    /// What was attempted on the path.
+    public enum Operation: Sendable, Equatable {
+        case create, createDirectory, open, openDirectoryNotFollowingSymlink, inspect, list, read
+        /// The path is a FIFO, device, directory or symlink where a regular file was expected.
+        case readNonRegularFile
+        /// The file is over the size the reader accepts (`readRegularFile`'s `maxBytes`).
+        case readOversizedFile
+        case write, setMode, sync, close, rename, link, remove
+        /// Signing documents to be written into the directory at the path failed.
+        case signConfirmations
 
-    public init(_ operation: String, _ path: String, errno: Int32) {
+        /// The words for people: "cannot <words> <path>: <errno>".
+        public var words: String {
+            switch self {
+            case .create: "create"
+            case .createDirectory: "create directory"
+            case .open: "open"
+            case .openDirectoryNotFollowingSymlink: "open directory (not a symlink)"
+            case .inspect: "inspect"
+            case .list: "list"
+            case .read: "read"
+            case .readNonRegularFile: "read non-regular file"
+            case .readOversizedFile: "read oversized file"
+            case .write: "write"
+            case .setMode: "set mode of"
+            case .sync: "sync"
+            case .close: "close"
+            case .rename: "rename"
+            case .link: "link"
+            case .remove: "remove"
+            case .signConfirmations: "sign confirmations in"
+            }
+        }
+    }
+
+    public var operation: Operation
+    public var path: String
+    public var errno: Errno
+
+    public init(_ operation: Operation, _ path: String, errno: Errno) {
         self.operation = operation
         self.path = path
         self.errno = errno
     }
 
-    public var description: String { "cannot \(operation) \(path): \(String(cString: strerror(errno)))" }
+    public var description: String { "cannot \(operation.words) \(path): \(errno)" }
 
-    public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM }
-    public var isMissing: Bool { errno == ENOENT || errno == ENOTDIR }
+    public var isPermissionDenied: Bool { errno == .permissionDenied || errno == .notPermitted }
+    public var isMissing: Bool { errno == .noSuchFileOrDirectory || errno == .notDirectory }
     /// A file over the size the reader accepts (`readRegularFile`'s `maxBytes`).
-    public var isOversized: Bool { errno == EFBIG }
+    public var isOversized: Bool { operation == .readOversizedFile }
 
     /// A failure that says nothing about the file itself and may pass by the next try: out of
     /// descriptors or memory, an I/O error, a network file system that timed out or lost the handle.
     public var isTransient: Bool {
-        [EMFILE, ENFILE, ENOMEM, EIO, EAGAIN, EINTR, ESTALE, ETIMEDOUT, ENOLCK, EBUSY].contains(errno)
+        let passing: [Errno] = [
+            .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noMemory, .ioError, .resourceTemporarilyUnavailable,
+            .interrupted, .staleNFSFileHandle, .timedOut, .noLocks, .resourceBusy,
+        ]
+        return passing.contains(errno)
     }
 }
 
-/// Small wrappers over POSIX calls, each checking its return code in one place and retrying EINTR.
+/// Small wrappers over POSIX calls, each checking its return code through `Errno.check` (EINTR retried).
 public enum Files {
-    static func check<T: BinaryInteger>(_ operation: String, _ path: String, _ body: () -> T) throws(FileError) -> T {
-        while true {
-            let result = body()
-            if result >= 0 { return result }
-            if errno == EINTR { continue }
-            throw FileError(operation, path, errno: errno)
+    static func check<T: FixedWidthInteger>(_ operation: FileError.Operation, _ path: String, _ body: () -> T) throws(FileError) -> T {
+        do {
+            return try Errno.check(body)
+        } catch {
+            throw FileError(operation, path, errno: error)
         }
     }
 
@@ -56,7 +96,9 @@ public enum Files {
         if isDirectory(path) { return }
         let parent = parentDirectory(of: path)
         if parent != path && !parent.isEmpty { try makeDirectories(parent, mode: mode) }
-        if mkdir(path, mode) != 0 && errno != EEXIST { throw FileError("create directory", path, errno: errno) }
+        if case .failure(let error) = valueOrErrno({ mkdir(path, mode) }), error != .fileExists {
+            throw FileError(.createDirectory, path, errno: error)
+        }
     }
 
     public static func parentDirectory(of path: String) -> String {
@@ -69,22 +111,22 @@ public enum Files {
     /// Reads a whole regular file, refusing symlinks, FIFOs, devices and files over `maxBytes`
     /// without blocking on them.
     public static func readRegularFile(_ path: String, maxBytes: Int) throws(FileError) -> [UInt8] {
-        let fd = try check("open", path) { open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        let fd = try check(.open, path) { open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         defer { close(fd) }
         var info = stat()
-        _ = try check("inspect", path) { fstat(fd, &info) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw FileError("read non-regular file", path, errno: EINVAL) }
-        guard Int(info.st_size) <= maxBytes else { throw FileError("read oversized file", path, errno: EFBIG) }
+        _ = try check(.inspect, path) { fstat(fd, &info) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw FileError(.readNonRegularFile, path, errno: .invalidArgument) }
+        guard Int(info.st_size) <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
         var total = 0
         while true {
-            let count = try check("read", path) {
+            let count = try check(.read, path) {
                 bytes.withUnsafeMutableBytes { buffer in read(fd, buffer.baseAddress! + total, buffer.count - total) }
             }
             if count == 0 { break }
             total += count
             if total == bytes.count {
-                guard total <= maxBytes else { throw FileError("read oversized file", path, errno: EFBIG) }
+                guard total <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
                 bytes.append(contentsOf: repeatElement(0, count: 4096))
             }
         }
@@ -101,28 +143,30 @@ public enum Files {
         let target = "\(directory)/\(name)"
         if !replace && exists(target) { return false }
         let temporary = "\(directory)/.tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = try check("create", temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
+        let fd = try check(.create, temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         var closed = false
         defer {
             if !closed { close(fd) }
         }
         do throws(FileError) {
-            _ = try check("set mode of", temporary) { fchmod(fd, mode) }
+            _ = try check(.setMode, temporary) { fchmod(fd, mode) }
             var written = 0
             while written < bytes.count {
-                let count = try check("write", temporary) {
+                let count = try check(.write, temporary) {
                     bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + written, buffer.count - written) }
                 }
                 written += count
             }
-            _ = try check("sync", temporary) { fsync(fd) }
+            _ = try check(.sync, temporary) { fsync(fd) }
             closed = true
-            _ = try check("close", temporary) { close(fd) }
+            _ = try check(.close, temporary) { close(fd) }
             if replace {
-                _ = try check("rename", target) { rename(temporary, target) }
+                _ = try check(.rename, target) { rename(temporary, target) }
             } else {
                 // link() fails if the target exists, so two writers never replace each other.
-                if link(temporary, target) != 0 && errno != EEXIST { throw FileError("link", target, errno: errno) }
+                if case .failure(let error) = valueOrErrno({ link(temporary, target) }), error != .fileExists {
+                    throw FileError(.link, target, errno: error)
+                }
                 unlink(temporary)
             }
         } catch {
@@ -139,7 +183,7 @@ public enum Files {
 
     /// Removes a file (unlink), then syncs its directory so the removal survives a crash.
     public static func remove(_ path: String) throws(FileError) {
-        _ = try check("remove", path) { unlink(path) }
+        _ = try check(.remove, path) { unlink(path) }
         let directory = open(parentDirectory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)
@@ -149,7 +193,7 @@ public enum Files {
 
     /// The names in a directory, without `.` and `..`.
     public static func list(_ path: String) throws(FileError) -> [String] {
-        guard let dir = opendir(path) else { throw FileError("list", path, errno: errno) }
+        guard let dir = opendir(path) else { throw FileError(.list, path, errno: .last) }
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
@@ -164,7 +208,7 @@ public enum Files {
     /// `lstat` as a `FileIdentity`, plus whether it is a regular file.
     public static func identity(_ path: String) throws(FileError) -> (FileIdentity, isRegular: Bool) {
         var info = stat()
-        _ = try check("inspect", path) { lstat(path, &info) }
+        _ = try check(.inspect, path) { lstat(path, &info) }
         let identity = FileIdentity(
             device: Int64(info.st_dev), inode: Int64(info.st_ino), size: Int64(info.st_size),
             mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),

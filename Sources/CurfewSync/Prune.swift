@@ -3,6 +3,8 @@
 #elseif canImport(Musl)
     import Musl
 #endif
+import CurfewPOSIX
+import SystemPackage
 import CurfewCore
 
 /// What `curfew sync prune` removes from the shared directory: confirmations of records that are no
@@ -61,8 +63,10 @@ extension SharedDirectory {
     /// that could not be removed, with why.
     public func prune(_ plan: PrunePlan) -> [(path: String, error: FileError)] {
         var failed: [(String, FileError)] = []
-        for item in plan.items where unlink(item.path) != 0 && errno != ENOENT {
-            failed.append((item.path, FileError("remove", item.path, errno: errno)))
+        for item in plan.items {
+            if case .failure(let error) = valueOrErrno({ unlink(item.path) }), error != .noSuchFileOrDirectory {
+                failed.append((item.path, FileError(.remove, item.path, errno: error)))
+            }
         }
         return failed
     }

@@ -1,3 +1,5 @@
+import CurfewPOSIX
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -13,20 +15,20 @@ extension SharedDirectory {
     /// `O_NOFOLLOW`: a symlink at any level fails with ELOOP (or ENOTDIR) instead of being followed.
     /// The caller closes the descriptor.
     public func openDirectory(_ components: [String]) throws(FileError) -> Int32 {
-        var fd = try Files.check("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        var fd = try Files.check(.open, path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         var current = path
         for component in components {
             current += "/\(component)"
-            if mkdirat(fd, component, 0o755) != 0 && errno != EEXIST {
-                let failure = FileError("create directory", current, errno: errno)
+            if case .failure(let error) = valueOrErrno({ mkdirat(fd, component, 0o755) }), error != .fileExists {
                 close(fd)
-                throw failure
+                throw FileError(.createDirectory, current, errno: error)
             }
-            let next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let failure = FileError("open directory (not a symlink)", current, errno: errno)
+            let next = valueOrErrno { openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             close(fd)
-            guard next >= 0 else { throw failure }
-            fd = next
+            switch next {
+            case .success(let opened): fd = opened
+            case .failure(let error): throw FileError(.openDirectoryNotFollowingSymlink, current, errno: error)
+            }
         }
         return fd
     }
@@ -57,25 +59,25 @@ extension Files {
         let target = "\(directory)/\(name)"
         let temporaryName = ".tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let temporary = "\(directory)/\(temporaryName)"
-        let fd = try check("create", temporary) {
+        let fd = try check(.create, temporary) {
             openat(dirfd, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         }
         var isOpen = true
         defer { if isOpen { close(fd) } }
         do throws(FileError) {
-            _ = try check("set mode of", temporary) { fchmod(fd, mode) }
+            _ = try check(.setMode, temporary) { fchmod(fd, mode) }
             var done = 0
             while done < bytes.count {
                 let offset = done
-                let count = try check("write", temporary) {
+                let count = try check(.write, temporary) {
                     bytes.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
                 }
                 done += count
             }
-            if sync { _ = try check("sync", temporary) { fsync(fd) } }
+            if sync { _ = try check(.sync, temporary) { fsync(fd) } }
             isOpen = false
-            _ = try check("close", temporary) { close(fd) }
-            _ = try check("rename", target) { renameat(dirfd, temporaryName, dirfd, name) }
+            _ = try check(.close, temporary) { close(fd) }
+            _ = try check(.rename, target) { renameat(dirfd, temporaryName, dirfd, name) }
         } catch {
             unlinkat(dirfd, temporaryName, 0)
             throw error

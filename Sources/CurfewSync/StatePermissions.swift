@@ -1,3 +1,5 @@
+import CurfewPOSIX
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -35,10 +37,10 @@ public enum StatePermissions {
     /// cannot be read.
     @discardableResult
     public static func secure(_ directory: String) throws -> [Change] {
-        let fd = try Files.check("open", directory) { open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = try Files.check(.open, directory) { open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         defer { close(fd) }
         var info = stat()
-        _ = try Files.check("inspect", directory) { fstat(fd, &info) }
+        _ = try Files.check(.inspect, directory) { fstat(fd, &info) }
         guard info.st_uid == geteuid() else {
             throw ForeignOwner(path: directory, owner: info.st_uid, mode: info.st_mode & 0o7777)
         }
@@ -52,14 +54,14 @@ public enum StatePermissions {
     ) throws {
         let mode = info.st_mode & 0o7777
         if mode != 0o700 {
-            _ = try Files.check("set mode of", path) { fchmod(fd, 0o700) }
+            _ = try Files.check(.setMode, path) { fchmod(fd, 0o700) }
             changes.append(Change(path: path, from: mode, to: 0o700))
         }
         // keys/machines is the deepest the state directory goes; a deeper tree is not Curfew's.
         guard depth < 4 else { return }
         let duplicate = dup(fd)
         guard duplicate >= 0, let stream = fdopendir(duplicate) else {
-            throw FileError("list", path, errno: errno)
+            throw FileError(.list, path, errno: .last)
         }
         defer { closedir(stream) }
         while let entry = readdir(stream) {
@@ -69,16 +71,18 @@ public enum StatePermissions {
             guard name != "." && name != "..", !skipping.contains(name) else { continue }
             let child = "\(path)/\(name)"
             var childInfo = stat()
-            guard fstatat(fd, name, &childInfo, AT_SYMLINK_NOFOLLOW) == 0 else {
-                if errno == ENOENT { continue }  // removed meanwhile (a temporary file, SQLite's -shm)
-                throw FileError("inspect", child, errno: errno)
+            switch valueOrErrno({ fstatat(fd, name, &childInfo, AT_SYMLINK_NOFOLLOW) }) {
+            case .success: break
+            case .failure(.noSuchFileOrDirectory): continue  // removed meanwhile (a temporary file, SQLite's -shm)
+            case .failure(let error): throw FileError(.inspect, child, errno: error)
             }
             switch childInfo.st_mode & S_IFMT {
             case S_IFDIR:
-                let childFD = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard childFD >= 0 else {
-                    if errno == ENOENT { continue }
-                    throw FileError("open", child, errno: errno)
+                let childFD: Int32
+                switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+                case .success(let opened): childFD = opened
+                case .failure(.noSuchFileOrDirectory): continue
+                case .failure(let error): throw FileError(.open, child, errno: error)
                 }
                 defer { close(childFD) }
                 try secure(fd: childFD, path: child, info: childInfo, depth: depth + 1, skipping: [], into: &changes)
@@ -86,13 +90,14 @@ public enum StatePermissions {
                 let childMode = childInfo.st_mode & 0o7777
                 guard childMode & 0o7177 != 0 else { continue }  // 0600 or stricter (0400 keys) stays
                 let fixed = childMode & 0o600
-                let childFD = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-                guard childFD >= 0 else {
-                    if errno == ENOENT { continue }
-                    throw FileError("open", child, errno: errno)
+                let childFD: Int32
+                switch valueOrErrno({ openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }) {
+                case .success(let opened): childFD = opened
+                case .failure(.noSuchFileOrDirectory): continue
+                case .failure(let error): throw FileError(.open, child, errno: error)
                 }
                 defer { close(childFD) }
-                _ = try Files.check("set mode of", child) { fchmod(childFD, fixed) }
+                _ = try Files.check(.setMode, child) { fchmod(childFD, fixed) }
                 changes.append(Change(path: child, from: childMode, to: fixed))
             default:
                 continue  // symlinks (shared/ may be one) and sockets are not read through

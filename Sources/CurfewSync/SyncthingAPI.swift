@@ -3,6 +3,8 @@
 #elseif canImport(Musl)
     import Musl
 #endif
+import CurfewPOSIX
+import SystemPackage
 import CurfewCore
 import Foundation
 
@@ -66,18 +68,20 @@ public struct SyncthingAPI: Sendable {
         let bytes = Array((head + "\r\n").utf8) + payload
         var sent = 0
         while sent < bytes.count {
-            let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw Failure(description: "cannot send to Syncthing at \(host):\(port): \(String(cString: strerror(errno)))") }
+            let result = valueOrErrno { bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }
+            guard case .success(let count) = result, count > 0 else {
+                let error = if case .failure(let error) = result { error } else { Errno.last }
+                throw Failure(description: "cannot send to Syncthing at \(host):\(port): \(error)")
+            }
             sent += count
         }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while received.count < 64 << 20 {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 {
-                throw Failure(description: "no answer from Syncthing at \(host):\(port): \(String(cString: strerror(errno)))")
+            let count: Int
+            switch valueOrErrno({ buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }) {
+            case .success(let received): count = received
+            case .failure(let error): throw Failure(description: "no answer from Syncthing at \(host):\(port): \(error)")
             }
             if count == 0 { break }
             received.append(contentsOf: buffer[0..<count])
@@ -132,33 +136,39 @@ public struct SyncthingAPI: Sendable {
 
     private func connect() throws(Failure) -> Int32 {
         let isIPv6 = host.contains(":")
-        let fd = socket(isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "cannot make a socket: \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        switch valueOrErrno({ socket(isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw Failure(description: "cannot make a socket: \(error)")
+        }
         var limit = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        var result: Int32
+        var result: Result<Int32, Errno>
         if isIPv6 {
             var address = sockaddr_in6()
             address.sin6_family = sa_family_t(AF_INET6)
             address.sin6_port = port.bigEndian
             inet_pton(AF_INET6, host, &address.sin6_addr)
-            result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            result = valueOrErrno(retryOnInterrupt: false) {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                }
             }
         } else {
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = port.bigEndian
             inet_pton(AF_INET, host, &address.sin_addr)
-            result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            result = valueOrErrno(retryOnInterrupt: false) {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
             }
         }
-        guard result == 0 else {
-            let reason = String(cString: strerror(errno))
+        if case .failure(let error) = result {
             close(fd)
-            throw Failure(description: "cannot reach Syncthing's REST API at \(host):\(port): \(reason)")
+            throw Failure(description: "cannot reach Syncthing's REST API at \(host):\(port): \(error)")
         }
         return fd
     }

@@ -46,7 +46,7 @@ public enum SyncthingFolder {
             changes.append("created \(path) (root, 0700)")
         }
         if let (_, mode, _) = ownerAndMode(path), mode != 0o700 {
-            _ = try Files.check("set mode of", path) { chmod(path, 0o700) }
+            _ = try Files.check(.setMode, path) { chmod(path, 0o700) }
             changes.append("made \(path) 0700 (was \(octal(mode)))")
         }
         let markerPath = "\(path)/\(marker)"

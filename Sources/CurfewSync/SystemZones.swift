@@ -6,6 +6,7 @@
     import Darwin
 #endif
 import CurfewCore
+import CurfewPOSIX
 import Synchronization
 
 /// The system's tz database as CurfewCore's zone source: `<directory>/<name>` (Debian's `tzdata`,
@@ -88,11 +89,7 @@ public final class SystemZones: ZoneSource, Sendable {
     /// Forgets every zone (tests).
     public func flush() { cache.withLock { $0.removeAll() } }
 
-    static func monotonicSeconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec)
-    }
+    static func monotonicSeconds() -> Int64 { SystemClock.monotonicNanoseconds() / 1_000_000_000 }
 
     /// The file's identity, following links (tzdata's zones are often links), nil if it is not a
     /// regular file.
@@ -115,9 +112,9 @@ public final class SystemZones: ZoneSource, Sendable {
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var total = 0
         while total < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, $0.count - total) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return nil }
+            guard case .success(let count) = valueOrErrno({ bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, $0.count - total) } }),
+                count > 0
+            else { return nil }
             total += count
         }
         return bytes

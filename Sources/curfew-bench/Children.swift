@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewLinux
 import Dispatch
 import Foundation
@@ -321,7 +322,7 @@ final class Sleepers {
         guard account.switchesUser else {
             return spawnChild(sleep[0], Array(sleep.dropFirst()), environment: environment, processGroup: processGroup)
         }
-        guard let setpriv else { return .failure(LaunchError(path: "setpriv (util-linux)", errno: ENOENT)) }
+        guard let setpriv else { return .failure(LaunchError(path: "setpriv (util-linux)", errno: .noSuchFileOrDirectory)) }
         return spawnChild(
             setpriv, ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--"] + sleep,
             environment: environment, processGroup: processGroup)

@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CurfewLinux
 import Foundation
 
@@ -96,7 +97,7 @@ func spawnTrue() -> Bool {
     var argv: [UnsafeMutablePointer<CChar>?] = [path, nil]
     guard posix_spawn(&pid, "/bin/true", nil, nil, &argv, environ) == 0 else { return false }
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    _ = valueOrErrno { waitpid(pid, &status, 0) }
     return status == 0
 }
 

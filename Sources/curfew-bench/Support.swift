@@ -1,4 +1,6 @@
+import SystemPackage
 import CurfewLinux
+import CurfewPOSIX
 import Foundation
 
 #if canImport(Glibc)
@@ -31,9 +33,7 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
 
 /// CPU time of the calling thread in milliseconds (CLOCK_THREAD_CPUTIME_ID: user + system, ns resolution).
 func threadCPUMilliseconds() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-    return Double(time.tv_sec) * 1000 + Double(time.tv_nsec) / 1e6
+    Double(SystemClock.nanoseconds(CLOCK_THREAD_CPUTIME_ID)) / 1e6
 }
 
 /// Wall and CPU time of one call.
@@ -95,17 +95,15 @@ func spawnChild(
 
 struct LaunchError: Error, CustomStringConvertible {
     var path: String
-    var errno: Int32
-    var description: String { "cannot start \(path): \(String(cString: strerror(errno)))" }
+    var errno: Errno
+    var description: String { "cannot start \(path): \(errno)" }
 }
 
 /// Waits for `pid` (EINTR retried); returns its exit status, 128 + signal if killed, -1 if not a child.
 @discardableResult
 func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 {
-        if errno != EINTR { return -1 }
-    }
+    guard case .success = valueOrErrno({ waitpid(pid, &status, 0) }) else { return -1 }
     return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }
 
@@ -164,9 +162,7 @@ func readText(_ path: String) -> String? {
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     while true {
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count >= 0 else { return nil }
+        guard case .success(let count) = valueOrErrno({ buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }) else { return nil }
         if count == 0 { break }
         bytes += buffer[0..<count]
     }

@@ -62,7 +62,7 @@ import Testing
             logger: Logger(label: "test"), quietMilliseconds: 60_000,
             send: { _, _ in
                 tries.withLock { $0 += 1 }
-                return .failure(LinuxError(operation: "busctl Notify", errno: ETIMEDOUT))
+                return .failure(LinuxError(operation: "busctl Notify", errno: .timedOut))
             })
         defer { notifications.stop() }
         notifications.enqueue(Self.job("kid", uid: 1001, .warning, "5 minutes left"))

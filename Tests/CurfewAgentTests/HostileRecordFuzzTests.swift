@@ -1,3 +1,4 @@
+import SystemPackage
 import CurfewCore
 import CurfewStore
 import CurfewSync
@@ -332,12 +333,12 @@ struct SplitMix64 {
 
     static func write(_ bytes: [UInt8], to path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw FileError("create", path, errno: errno) }
+        guard fd >= 0 else { throw FileError(.create, path, errno: Errno(rawValue: errno)) }
         defer { close(fd) }
         var done = 0
         while done < bytes.count {
             let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) }
-            guard count > 0 else { throw FileError("write", path, errno: errno) }
+            guard count > 0 else { throw FileError(.write, path, errno: Errno(rawValue: errno)) }
             done += count
         }
     }

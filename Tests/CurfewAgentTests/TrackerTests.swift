@@ -24,7 +24,7 @@ struct TrackerTests {
                 _ = reap(pid)
                 account = Accounts.account(named: TrackerTests.user)
             }
-            guard let account else { throw LinuxError(operation: "useradd \(TrackerTests.user)", errno: ENOENT) }
+            guard let account else { throw LinuxError(operation: "useradd \(TrackerTests.user)", errno: .noSuchFileOrDirectory) }
             pid = try spawnProcess("/bin/sleep", ["600"], uid: account.uid)
         }
         deinit { killAndReap(pid) }

@@ -3,6 +3,7 @@ import CurfewCore
 import CurfewTestSupport
 import Foundation
 import Glibc
+import SystemPackage
 import Testing
 
 @testable import CurfewLinux
@@ -123,7 +124,7 @@ import Testing
         do {
             _ = try ProcessHandle.open(oldRef)
         } catch {
-            #expect(error.errno == ESRCH)
+            #expect(error.errno == .noSuchProcess)
         }
         #expect(try oldHandle.signal(SIGKILL) == false, "the old pidfd does not reach the new process")
         #expect(oldHandle.hasExited)
@@ -223,7 +224,7 @@ import Testing
             Issue.record("no notification server, yet success")
             return
         }
-        #expect(error.errno == EIO)
+        #expect(error.errno == .ioError)
         #expect(error.operation.contains("org.freedesktop.Notifications"), "\(error)")
     }
 
@@ -246,7 +247,7 @@ import Testing
             Issue.record("a silent bus, yet success")
             return
         }
-        #expect(error.errno == ETIMEDOUT, "\(error)")
+        #expect(error.errno == .timedOut, "\(error)")
     }
 
     @Test func sessionBusAddressNeedsTheSocket() throws {
@@ -279,7 +280,7 @@ final class PseudoTerminal {
         var name = [CChar](repeating: 0, count: 128)
         guard grantpt(master) == 0, unlockpt(master) == 0, ptsname_r(master, &name, name.count) == 0 else {
             close(master)
-            throw LinuxError(operation: "grantpt/unlockpt/ptsname_r", errno: errno)
+            throw LinuxError(operation: "grantpt/unlockpt/ptsname_r", errno: Errno(rawValue: errno))
         }
         let path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         slavePath = path
@@ -332,7 +333,7 @@ func listeningSocket(at path: String) throws -> Int32 {
     guard bound == 0, listen(fd, 16) == 0 else {
         let code = errno
         close(fd)
-        throw LinuxError(operation: "bind/listen \(path)", errno: code)
+        throw LinuxError(operation: "bind/listen \(path)", errno: Errno(rawValue: code))
     }
     return fd
 }
@@ -348,7 +349,7 @@ enum NotifyTestAccount {
         let status = reap(pid)
         // A test running in parallel may have created it meanwhile.
         guard let account = Accounts.account(named: name) else {
-            throw LinuxError(operation: "useradd \(name): status \(status ?? -1)", errno: ENOENT)
+            throw LinuxError(operation: "useradd \(name): status \(status ?? -1)", errno: .noSuchFileOrDirectory)
         }
         return account
     }
@@ -365,10 +366,10 @@ final class UserSessionBus {
     /// A fresh directory under /tmp owned by the account, mode 0700.
     static func makeDirectory(for account: Accounts.Account) throws -> String {
         var template = Array("/tmp/curfew-notify-XXXXXX".utf8CString)
-        guard let created = mkdtemp(&template) else { throw LinuxError(operation: "mkdtemp", errno: errno) }
+        guard let created = mkdtemp(&template) else { throw LinuxError(operation: "mkdtemp", errno: Errno(rawValue: errno)) }
         let directory = String(cString: created)
         guard chown(directory, account.uid, account.gid) == 0 else {
-            throw LinuxError(operation: "chown \(directory)", errno: errno)
+            throw LinuxError(operation: "chown \(directory)", errno: Errno(rawValue: errno))
         }
         return directory
     }
@@ -390,7 +391,7 @@ final class UserSessionBus {
                     var status = stat()
                     return stat(socket, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK
                 })
-            else { throw LinuxError(operation: "dbus-daemon did not listen: \(log("dbus-daemon.log"))", errno: ETIMEDOUT) }
+            else { throw LinuxError(operation: "dbus-daemon did not listen: \(log("dbus-daemon.log"))", errno: .timedOut) }
             guard startNotificationServer else { return }
             pids.append(
                 try spawnProcess(
@@ -405,7 +406,7 @@ final class UserSessionBus {
                         "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner",
                         "s", "org.freedesktop.Notifications").contains("b true")) == true
                 })
-            else { throw LinuxError(operation: "dbusmock did not start: \(log("dbusmock.log"))", errno: ETIMEDOUT) }
+            else { throw LinuxError(operation: "dbusmock did not start: \(log("dbusmock.log"))", errno: .timedOut) }
         } catch {
             shutdown()
             throw error
@@ -436,7 +437,7 @@ final class UserSessionBus {
             options: SpawnOptions(environment: environment, output: output, truncate: true))
         let status = reap(pid)
         let text = log("busctl.out")
-        guard status == 0 else { throw LinuxError(operation: "busctl \(arguments): \(status ?? -1): \(text)", errno: EIO) }
+        guard status == 0 else { throw LinuxError(operation: "busctl \(arguments): \(status ?? -1): \(text)", errno: .ioError) }
         return text
     }
 

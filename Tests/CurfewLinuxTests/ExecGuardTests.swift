@@ -47,7 +47,7 @@ import Testing
             execGuard = try ExecGuard(identities: FileIdentityCache())
         } catch {
             // Without kernel support the agent runs without it; nothing more to check here.
-            #expect(error.errno == EPERM || error.errno == ENOSYS || error.errno == EINVAL, "\(error)")
+            #expect(error.errno == .notPermitted || error.errno == .noFunction || error.errno == .invalidArgument, "\(error)")
             return
         }
         let (marked, failed) = execGuard.markMounts()

@@ -134,7 +134,7 @@ struct LogindTests {
         let missing = "unix:path=/nonexistent/curfew-test-bus"
         let connectError = #expect(throws: LinuxSystemdError.self) { _ = try LogindClient(busAddress: missing) }
         #expect(connectError?.operation == "sd_bus_start")
-        #expect(connectError?.errno == ENOENT)
+        #expect(connectError?.errno == .noSuchFileOrDirectory)
 
         // A bus without logind on it.
         let bus = try PrivateLogindBus(startMock: false)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemPackage
 import Synchronization
 import Testing
 
@@ -98,7 +99,7 @@ final class RawConnection {
         guard connected == 0 else {
             let error = errno
             close(fd)
-            throw LinuxError(operation: "connect", errno: error)
+            throw LinuxError(operation: "connect", errno: Errno(rawValue: error))
         }
     }
 

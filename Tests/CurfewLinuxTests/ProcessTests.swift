@@ -1,6 +1,8 @@
 import CurfewCore
+import CurfewPOSIX
 import Foundation
 import Glibc
+import SystemPackage
 import Testing
 
 @testable import CurfewLinux
@@ -343,7 +345,7 @@ import Testing
     }
 
     @Test func spawnReportsErrors() {
-        #expect(throws: LinuxError(operation: "posix_spawn /nonexistent/program", errno: ENOENT)) {
+        #expect(throws: LinuxError(operation: "posix_spawn /nonexistent/program", errno: .noSuchFileOrDirectory)) {
             try spawnProcess("/nonexistent/program", [])
         }
     }
@@ -677,11 +679,11 @@ import Testing
     }
 
     @Test func linuxErrorsCarryTheCallAndErrno() {
-        #expect(throws: LinuxError(operation: "open /nonexistent", errno: ENOENT)) {
+        #expect(throws: LinuxError(operation: "open /nonexistent", errno: .noSuchFileOrDirectory)) {
             try LinuxError.check("open /nonexistent") { open("/nonexistent", O_RDONLY) }
         }
-        #expect(LinuxError(operation: "open /x", errno: ENOENT).description == "open /x: No such file or directory (errno 2)")
-        #expect(throws: LinuxError(operation: "posix_spawnattr", errno: EINVAL)) {
+        #expect(LinuxError(operation: "open /x", errno: .noSuchFileOrDirectory).description == "open /x: No such file or directory (errno 2)")
+        #expect(throws: LinuxError(operation: "posix_spawnattr", errno: .invalidArgument)) {
             try LinuxError.checkErrorNumber("posix_spawnattr") { EINVAL }
         }
         var calls = 0
@@ -694,5 +696,32 @@ import Testing
             return 5
         }
         #expect(result == 5 && calls == 3, "EINTR is retried")
+    }
+
+    @Test func libsystemdsNegativeErrnoBecomesAnErrnoAndInterruptsAreRetriedUnlessAskedNotTo() {
+        #expect(throws: LinuxSystemdError(operation: "sd_bus_start", errno: .noSuchFileOrDirectory)) {
+            try LinuxSystemdError.check("sd_bus_start") { -ENOENT }
+        }
+        #expect(LinuxSystemdError(operation: "sd_bus_start", errno: .noSuchFileOrDirectory).description == "sd_bus_start: No such file or directory")
+        var calls = 0
+        let negated = try? Errno.checkNegated { () -> Int32 in
+            calls += 1
+            return calls < 2 ? -EINTR : 7
+        }
+        #expect(negated == 7 && calls == 2, "-EINTR is retried")
+        calls = 0
+        #expect(throws: Errno.interrupted) {
+            try Errno.check(retryOnInterrupt: false) { () -> Int32 in
+                calls += 1
+                errno = EINTR
+                return -1
+            }
+        }
+        #expect(calls == 1, "not retried with retryOnInterrupt: false")
+        let wouldBlock = valueOrErrno { () -> Int32 in
+            errno = EAGAIN
+            return -1
+        }
+        #expect(wouldBlock.isTemporaryFailure && !valueOrErrno({ Int32(0) }).isTemporaryFailure)
     }
 }

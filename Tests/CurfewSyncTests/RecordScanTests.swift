@@ -162,4 +162,17 @@ import Testing
         #expect(try ring.trustedKeys().isEmpty)
         #expect(KeyID.isValid(key.id))
     }
+
+    @Test func fileErrorsCarryAnOperationCodeAndReadAsBefore() throws {
+        let directory = "/tmp/curfew-file-error-\(getpid())"
+        try Files.makeDirectories(directory, mode: 0o700)
+        defer { _ = try? FileManager.default.removeItem(atPath: directory) }
+        try Files.writeAtomically(Array(repeating: 0x41, count: 100), directory: directory, name: "big", mode: 0o600)
+        let oversized = #expect(throws: FileError.self) { try Files.readRegularFile("\(directory)/big", maxBytes: 10) }
+        #expect(oversized?.operation == .readOversizedFile && oversized?.isOversized == true)
+        #expect(oversized?.description == "cannot read oversized file \(directory)/big: File too large")
+        let missing = #expect(throws: FileError.self) { try Files.readRegularFile("\(directory)/none", maxBytes: 10) }
+        #expect(missing?.operation == .open && missing?.isMissing == true && missing?.isOversized == false)
+        #expect(missing?.description == "cannot open \(directory)/none: No such file or directory")
+    }
 }

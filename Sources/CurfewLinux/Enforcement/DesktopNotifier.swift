@@ -1,3 +1,5 @@
+import CurfewPOSIX
+import SystemPackage
 import CLinux
 import Glibc
 
@@ -21,7 +23,7 @@ public enum DesktopNotifier {
         timeoutMilliseconds: Int = 3_000
     ) -> Result<Void, LinuxError> {
         guard let busctl = busctlCandidates.first(where: { access($0, X_OK) == 0 }) else {
-            return .failure(LinuxError(operation: "busctl (systemd) not found", errno: ENOENT))
+            return .failure(LinuxError(operation: "busctl (systemd) not found", errno: .noSuchFileOrDirectory))
         }
         // busctl's own limit is a second later than ours, so the answer to "no reply in time" is always
         // ours (ETIMEDOUT), whichever stage (connect, authentication, call) hangs.
@@ -37,7 +39,7 @@ public enum DesktopNotifier {
                 busctl, arguments, uid: uid, gid: gid, timeoutMilliseconds: timeoutMilliseconds, operation: operation)
             guard result.status != 0 else { return .success(()) }
             let message = result.errors.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            return .failure(LinuxError(operation: "\(operation): \(describe(result.status)): \(message)", errno: EIO))
+            return .failure(LinuxError(operation: "\(operation): \(describe(result.status)): \(message)", errno: .ioError))
         } catch {
             return .failure(error)
         }
@@ -106,7 +108,7 @@ public enum DesktopNotifier {
             let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
             if left <= 0 {
                 killAndReap(pid)
-                throw LinuxError(operation: "\(operation): no answer within \(timeoutMilliseconds) ms", errno: ETIMEDOUT)
+                throw LinuxError(operation: "\(operation): no answer within \(timeoutMilliseconds) ms", errno: .timedOut)
             }
             // Without a pidfd (it cannot fail for our own child, but still), wake up every 10 ms.
             var pollers = [
@@ -124,9 +126,12 @@ public enum DesktopNotifier {
     private static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 1024)
         while true {
-            let count = read(fd, &chunk, chunk.count)
-            if count == 0 { return false }
-            if count < 0 { return errno == EINTR || errno == EAGAIN }
+            let count: Int
+            switch valueOrErrno(retryOnInterrupt: false, { read(fd, &chunk, chunk.count) }) {
+            case .success(0): return false
+            case .success(let read): count = read
+            case .failure(let error): return error.isTemporary
+            }
             if bytes.count < 4096 { bytes += chunk.prefix(min(count, 4096 - bytes.count)) }
         }
     }

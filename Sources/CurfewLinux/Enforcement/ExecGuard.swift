@@ -1,4 +1,6 @@
+import SystemPackage
 import CurfewCore
+import CurfewPOSIX
 import Glibc
 import CLinux
 import Logging
@@ -124,7 +126,7 @@ public final class ExecGuard: Sendable {
     /// Marks every mounted filesystem not marked yet (`/proc/self/mountinfo`). Returns the mount
     /// points newly marked and those that could not be.
     public func markMounts(mountInfo path: String = "/proc/self/mountinfo") -> (marked: [String], failed: [(String, LinuxError)]) {
-        guard let text = Self.readSmallFile(path) else { return ([], [("/proc/self/mountinfo", LinuxError(operation: "read \(path)", errno: errno))]) }
+        guard let text = Self.readSmallFile(path) else { return ([], [("/proc/self/mountinfo", LinuxError(operation: "read \(path)", errno: .last))]) }
         var newlyMarked: [String] = []
         var failed: [(String, LinuxError)] = []
         for mount in Self.parseMountInfo(text) where !Self.unmarkedTypes.contains(mount.type) {
@@ -241,8 +243,8 @@ public final class ExecGuard: Sendable {
             pollers[1].revents = 0
             pollers[2].revents = 0
             pollers[3].revents = 0
-            let ready = poll(&pollers, nfds_t(pollers.count), -1)
-            if ready < 0 && errno != EINTR { break }
+            let polled = valueOrErrno(retryOnInterrupt: false) { poll(&pollers, nfds_t(pollers.count), -1) }
+            if case .failure(let error) = polled, error != .interrupted { break }
             if pollers[1].revents != 0 { break }
             if pollers[3].revents != 0 {
                 marksChanged.drain()
@@ -270,9 +272,7 @@ public final class ExecGuard: Sendable {
             }
             // One event per read: each is answered before the next is taken.
             while true {
-                let count = read(descriptor, event, eventSize)
-                if count < 0 && errno == EINTR { continue }
-                guard count == eventSize else { break }
+                guard case .success(eventSize) = valueOrErrno({ read(descriptor, event, eventSize) }) else { break }
                 let metadata = event.load(as: fanotify_event_metadata.self)
                 guard metadata.vers == UInt8(FANOTIFY_METADATA_VERSION), metadata.fd >= 0 else { continue }
                 let fd = metadata.fd
@@ -395,7 +395,7 @@ public final class ExecGuard: Sendable {
 
     func respond(fd: Int32, response: UInt32) {
         var answer = fanotify_response(fd: fd, response: response)
-        while write(descriptor, &answer, MemoryLayout<fanotify_response>.size) < 0 && errno == EINTR {}
+        _ = valueOrErrno { write(descriptor, &answer, MemoryLayout<fanotify_response>.size) }
     }
 
     // MARK: - The watchdog
@@ -526,9 +526,5 @@ public final class ExecGuard: Sendable {
         buffer[position] = 0
     }
 
-    static func monotonicNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
+    static func monotonicNanoseconds() -> Int64 { SystemClock.monotonicNanoseconds() }
 }

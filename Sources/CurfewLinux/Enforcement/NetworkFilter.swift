@@ -1,3 +1,5 @@
+import CurfewPOSIX
+import SystemPackage
 import CLinux
 import CurfewCore
 import Glibc
@@ -114,7 +116,7 @@ public struct NetworkFilter: Sendable {
         let input = Array(Self.ruleset(blocked).canonicalBytes) + [UInt8(ascii: "\n")]
         let result = try run(["-j", "-f", "-"], input: input)
         guard result.status == 0 else {
-            throw LinuxError(operation: "nft -j -f -: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: EIO)
+            throw LinuxError(operation: "nft -j -f -: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: .ioError)
         }
     }
 
@@ -124,12 +126,12 @@ public struct NetworkFilter: Sendable {
         guard result.status == 0 else {
             // nft says "No such file or directory" for a table that is not there.
             if result.errors.contains("No such file or directory") { return [] }
-            throw LinuxError(operation: "nft -j list table: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: EIO)
+            throw LinuxError(operation: "nft -j list table: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: .ioError)
         }
         do {
             return Self.uids(inListing: try JSONValue.parse(result.output))
         } catch {
-            throw LinuxError(operation: "nft -j list table: unreadable JSON (\(error))", errno: EIO)
+            throw LinuxError(operation: "nft -j list table: unreadable JSON (\(error))", errno: .ioError)
         }
     }
 
@@ -166,7 +168,7 @@ public struct NetworkFilter: Sendable {
             program = command
         } else {
             guard let nft = Self.nftCandidates.first(where: { access($0, X_OK) == 0 }) else {
-                throw LinuxError(operation: "nft (nftables) not found", errno: ENOENT)
+                throw LinuxError(operation: "nft (nftables) not found", errno: .noSuchFileOrDirectory)
             }
             program = [nft]
         }
@@ -215,7 +217,7 @@ public struct NetworkFilter: Sendable {
             let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
             if left <= 0 {
                 killAndReap(pid)
-                throw LinuxError(operation: "nft: no answer within \(timeoutMilliseconds) ms", errno: ETIMEDOUT)
+                throw LinuxError(operation: "nft: no answer within \(timeoutMilliseconds) ms", errno: .timedOut)
             }
             var pollers = [
                 pollfd(fd: outputOpen ? stdout[0] : -1, events: Int16(POLLIN), revents: 0),
@@ -225,7 +227,7 @@ public struct NetworkFilter: Sendable {
             if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout[0], into: &output) }
             if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr[0], into: &errors) }
         }
-        guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: ECHILD) }
+        guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: .noChildProcess) }
         return (status, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
     }
 
@@ -237,12 +239,13 @@ public struct NetworkFilter: Sendable {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         var written = 0
         while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                let code = errno
+            let count: Int
+            do throws(LinuxError) {
+                count = try LinuxError.check("write the nft input") { bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+                guard count > 0 else { throw LinuxError(operation: "write the nft input", errno: .ioError) }
+            } catch {
                 close(fd)
-                throw LinuxError(operation: "write the nft input", errno: count < 0 ? code : EIO)
+                throw error
             }
             written += count
         }
@@ -254,9 +257,12 @@ public struct NetworkFilter: Sendable {
     static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let count = read(fd, &chunk, chunk.count)
-            if count == 0 { return false }
-            if count < 0 { return errno == EINTR || errno == EAGAIN }
+            let count: Int
+            switch valueOrErrno(retryOnInterrupt: false, { read(fd, &chunk, chunk.count) }) {
+            case .success(0): return false
+            case .success(let read): count = read
+            case .failure(let error): return error.isTemporary
+            }
             if bytes.count < 1 << 20 { bytes += chunk.prefix(min(count, (1 << 20) - bytes.count)) }
         }
     }

@@ -1,3 +1,4 @@
+import SystemPackage
 import CLinux
 import Glibc
 
@@ -43,17 +44,17 @@ public final class ProcessHandle: Sendable {
     /// Throws ESRCH when the process is gone (or reused), EPERM/EACCES/ENOENT as the kernel or /proc say.
     /// A zombie (exited, not yet reaped) can still be opened; `hasExited` is then true at once.
     public static func open(_ ref: ProcessRef, procRoot: String = "/proc") throws(LinuxError) -> ProcessHandle {
-        guard ref.pid > 0 else { throw LinuxError(operation: "pidfd_open \(ref.pid)", errno: ESRCH) }
+        guard ref.pid > 0 else { throw LinuxError(operation: "pidfd_open \(ref.pid)", errno: .noSuchProcess) }
         let descriptor = try LinuxError.check("pidfd_open \(ref.pid)") { pidfd_open(ref.pid, 0) }
         let handle = ProcessHandle(ref: ref, descriptor: descriptor)
         let path = "\(procRoot)/\(ref.pid)/stat"
         guard let startTime = try readStartTime(path) else {
-            throw LinuxError(operation: "read \(path): no start time", errno: ESRCH)
+            throw LinuxError(operation: "read \(path): no start time", errno: .noSuchProcess)
         }
         guard startTime == ref.startTime else {
             throw LinuxError(
                 operation: "pidfd_open \(ref.pid): started at \(startTime), not \(ref.startTime) (PID reused)",
-                errno: ESRCH)
+                errno: .noSuchProcess)
         }
         return handle
     }
@@ -69,7 +70,7 @@ public final class ProcessHandle: Sendable {
                 pidfd_send_signal(descriptor, signal, nil, 0)
             }
             return true
-        } catch where error.errno == ESRCH {
+        } catch where error.errno == .noSuchProcess {
             return false
         }
     }
@@ -87,7 +88,7 @@ public final class ProcessHandle: Sendable {
         let fd: Int32
         do {
             fd = try LinuxError.check("open \(path)") { Glibc.open(path, O_RDONLY | O_CLOEXEC) }
-        } catch where error.errno == ENOENT || error.errno == ESRCH {
+        } catch where error.errno == .noSuchFileOrDirectory || error.errno == .noSuchProcess {
             return nil
         }
         defer { close(fd) }
@@ -100,7 +101,7 @@ public final class ProcessHandle: Sendable {
                 count = try LinuxError.check("read \(path)") {
                     buffer.withUnsafeMutableBytes { bytes in read(fd, bytes.baseAddress! + total, bytes.count - total) }
                 }
-            } catch where error.errno == ESRCH {
+            } catch where error.errno == .noSuchProcess {
                 return nil
             }
             if count == 0 { break }

@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewPOSIX
 
 #if canImport(Glibc)
     import Glibc
@@ -31,14 +32,8 @@ public struct ClockReading: Sendable, Equatable {
     /// Microseconds of `clock` (sd-bus counts its timeouts in them).
     static func microseconds(_ clock: clockid_t) -> Int64 { nanoseconds(clock) / 1000 }
 
-    /// Nanoseconds of `clock` (condition-variable deadlines). clock_gettime fails only for an unknown
-    /// clock or a bad pointer, neither possible here.
-    static func nanoseconds(_ clock: clockid_t) -> Int64 {
-        var spec = timespec()
-        let result = clock_gettime(clock, &spec)
-        precondition(result == 0, "clock_gettime(\(clock)) failed: errno \(errno)")
-        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
-    }
+    /// Nanoseconds of `clock` (condition-variable deadlines).
+    static func nanoseconds(_ clock: clockid_t) -> Int64 { SystemClock.nanoseconds(clock) }
 }
 
 /// The agent's one clock: what it calls now (usage, decisions, events, records), read in one place.

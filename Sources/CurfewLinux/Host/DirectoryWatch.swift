@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 #if canImport(Glibc)
     import Glibc
     import CLinux
@@ -30,18 +32,18 @@ public final class DirectoryWatch: Sendable {
     public func waitForChange(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) -> Bool {
         var pollers = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
         pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-        let ready = poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds)
-        guard ready > 0, pollers[0].revents != 0 else { return false }
+        // An interrupted wait is a wait without a change: the caller's loop waits again.
+        guard case .success(let ready) = valueOrErrno(retryOnInterrupt: false, { poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds) }),
+            ready > 0, pollers[0].revents != 0
+        else { return false }
         var buffer = [UInt8](repeating: 0, count: 16_384)
         var changed = false
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count > 0 {
-                changed = true
-                continue
-            }
-            if count < 0 && errno == EINTR { continue }
-            break
+            // Until the queue is empty (EAGAIN: the descriptor is non-blocking) or the read fails.
+            guard case .success(let count) = valueOrErrno({ buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }),
+                count > 0
+            else { break }
+            changed = true
         }
         return changed
     }

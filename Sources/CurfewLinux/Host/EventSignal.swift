@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 
 #if canImport(Glibc)
@@ -27,7 +29,7 @@ public final class EventSignal: Sendable {
     public func signal() {
         guard descriptor >= 0 else { return }
         var one: UInt64 = 1
-        while write(descriptor, &one, 8) < 0 && errno == EINTR {}
+        _ = valueOrErrno { write(descriptor, &one, 8) }
     }
 
     /// Whether it was signalled since the last drain; resets it (read(2)).
@@ -35,11 +37,8 @@ public final class EventSignal: Sendable {
     public func drain() -> Bool {
         guard descriptor >= 0 else { return false }
         var count: UInt64 = 0
-        while true {
-            let read = Glibc.read(descriptor, &count, 8)
-            if read < 0 && errno == EINTR { continue }
-            return read == 8 && count > 0
-        }
+        let read = valueOrErrno { Glibc.read(descriptor, &count, 8) }
+        return (try? read.get()) == 8 && count > 0
     }
 
     /// Whether it is signalled now, without resetting it.

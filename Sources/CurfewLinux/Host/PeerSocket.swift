@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 
 #if canImport(Glibc)
@@ -94,7 +96,7 @@ public final class PeerSocketServer: Sendable {
     /// The listening socket is non-blocking: `serve` accepts only what poll said is there.
     public init(path: String, mode: mode_t = 0o666, backlog: Int32 = 512) throws(LinuxError) {
         guard var address = unixAddress(path) else {
-            throw LinuxError(operation: "socket path \(path) is too long", errno: ENAMETOOLONG)
+            throw LinuxError(operation: "socket path \(path) is too long", errno: .fileNameTooLong)
         }
         let fd = try LinuxError.check("socket") {
             socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
@@ -329,8 +331,10 @@ struct PeerSocketLoop {
         if connections[index].output != nil { return send(index) }
         let fd = connections[index].fd
         let room = limits.maxLineBytes + 1 - connections[index].input.count
-        let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, room), Int32(MSG_DONTWAIT)) }
-        if count < 0 { return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK }
+        let received = valueOrErrno(retryOnInterrupt: false) {
+            scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, room), Int32(MSG_DONTWAIT)) }
+        }
+        guard case .success(let count) = received else { return received.isTemporaryFailure }
         let line: [UInt8]
         if count == 0 {
             // The caller stopped sending: a request without its newline is still a request.
@@ -379,9 +383,14 @@ struct PeerSocketLoop {
     mutating func follow(_ index: Int, reading: Bool = true) -> Bool {
         if reading {
             let fd = connections[index].fd
-            let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if count == 0 { return false }
-            if count < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK { return false }
+            let received = valueOrErrno(retryOnInterrupt: false) {
+                scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            }
+            switch received {
+            case .success(0): return false
+            case .failure(let error) where !error.isTemporary: return false
+            default: break
+            }
         }
         guard connections[index].output != nil else { return true }
         let more = send(index)
@@ -429,7 +438,7 @@ struct PeerSocketLoop {
 
     func drainWake() {
         var count: UInt64 = 0
-        while Glibc.read(watchWake, &count, 8) < 0 && errno == EINTR {}
+        _ = valueOrErrno { Glibc.read(watchWake, &count, 8) }
     }
 
     /// Sends what the socket takes of the answer without waiting; false when it is all sent or the
@@ -439,12 +448,12 @@ struct PeerSocketLoop {
         let fd = connections[index].fd
         while connections[index].sent < output.count {
             let offset = connections[index].sent
-            let count = output.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            let sent = valueOrErrno {
+                output.withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                }
             }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return true }
-            guard count > 0 else { return false }
+            guard case .success(let count) = sent, count > 0 else { return sent.isTemporaryFailure }
             connections[index].sent += count
         }
         return false
@@ -455,16 +464,18 @@ struct PeerSocketLoop {
     /// one, or refused at once.
     mutating func acceptPending(now: Int64) {
         for _ in 0..<1_024 {
-            let client = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
-            if client < 0 {
-                switch errno {
-                case EINTR, ECONNABORTED, EPROTO: continue
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    // Out of descriptors or memory: callers wait in the backlog a moment rather than spin the loop.
-                    acceptPausedUntil = now + 100
-                    return
-                default: return
-                }
+            let accepted = valueOrErrno(retryOnInterrupt: false) {
+                accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+            }
+            let client: Int32
+            switch accepted {
+            case .success(let descriptor): client = descriptor
+            case .failure(.interrupted), .failure(.connectionAbort), .failure(.protocolError): continue
+            case .failure(.tooManyOpenFiles), .failure(.tooManyOpenFilesInSystem), .failure(.noBufferSpace), .failure(.noMemory):
+                // Out of descriptors or memory: callers wait in the backlog a moment rather than spin the loop.
+                acceptPausedUntil = now + 100
+                return
+            case .failure: return
             }
             // struct ucred (needs _GNU_SOURCE, which Swift's Glibc does not set): pid_t pid; uid_t uid; gid_t gid.
             var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
@@ -525,61 +536,69 @@ public enum PeerSocketClient {
     public static func request(path: String, line: String, timeout: Duration = .seconds(3)) throws(LinuxError) -> String {
         let deadline = monotonicMilliseconds() + max(1, milliseconds(timeout))
         func remaining() -> Int64 { deadline - monotonicMilliseconds() }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
+        let fd = try LinuxError.check("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
         defer { close(fd) }
-        guard var address = unixAddress(path) else { throw LinuxError(operation: "connect \(path)", errno: ENAMETOOLONG) }
+        guard var address = unixAddress(path) else { throw LinuxError(operation: "connect \(path)", errno: .fileNameTooLong) }
         // On a Unix socket a non-blocking connect does not wait for room in a full backlog (EAGAIN at
         // once) and a blocking one waits for as long as the send timeout: that timeout bounds it.
         while true {
             let left = remaining()
-            guard left > 0 else { throw LinuxError(operation: "connect \(path)", errno: ETIMEDOUT) }
+            guard left > 0 else { throw LinuxError(operation: "connect \(path)", errno: .timedOut) }
             var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
-            guard setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-                throw LinuxError(operation: "setsockopt SO_SNDTIMEO", errno: errno)
+            try LinuxError.check("setsockopt SO_SNDTIMEO") {
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            // Not retried here: after EINTR the loop takes the time left again.
+            let connected = valueOrErrno(retryOnInterrupt: false) {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
             }
-            if connected == 0 || errno == EISCONN { break }
-            // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
-            guard errno == EINTR || errno == EAGAIN else { throw LinuxError(operation: "connect \(path)", errno: errno) }
+            if case .failure(let error) = connected {
+                // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
+                if error == .interrupted || error == .resourceTemporarilyUnavailable { continue }
+                if error != .socketIsConnected { throw LinuxError(operation: "connect \(path)", errno: error) }
+            }
+            break
         }
-        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else { throw LinuxError(operation: "fcntl O_NONBLOCK", errno: errno) }
+        try LinuxError.check("fcntl O_NONBLOCK") { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         let request = Array((line + "\n").utf8)
         var sent = 0
         while sent < request.count {
-            let count = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if count > 0 {
+            switch valueOrErrno(retryOnInterrupt: false, { request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }) {
+            case .success(let count) where count > 0:
                 sent += count
                 continue
+            case .success:
+                throw LinuxError(operation: "send to \(path)", errno: .brokenPipe)
+            case .failure(let error) where !error.isTemporary:
+                throw LinuxError(operation: "send to \(path)", errno: error)
+            case .failure:
+                try waitFor(fd, Int16(POLLOUT), until: deadline, path)
             }
-            guard count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else {
-                throw LinuxError(operation: "send to \(path)", errno: count < 0 ? errno : EPIPE)
-            }
-            try waitFor(fd, Int16(POLLOUT), until: deadline, path)
         }
         let maxBytes = 4 << 20
         var collected: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let received = valueOrErrno(retryOnInterrupt: false) { chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+            guard case .success(let count) = received else {
+                if case .failure(let error) = received, !error.isTemporary { throw LinuxError(operation: "recv from \(path)", errno: error) }
+                try waitFor(fd, Int16(POLLIN), until: deadline, path)
+                continue
+            }
             if count > 0 {
                 if let newline = chunk[0..<count].firstIndex(of: 0x0A) {
                     collected += chunk[0..<newline]
                     return String(decoding: collected, as: UTF8.self)
                 }
                 collected += chunk[0..<count]
-                guard collected.count <= maxBytes else { throw LinuxError(operation: "answer from \(path) is too long", errno: EMSGSIZE) }
+                guard collected.count <= maxBytes else { throw LinuxError(operation: "answer from \(path) is too long", errno: .messageTooLong) }
                 continue
             }
-            if count == 0 {
-                // Closed without a newline: what came is the answer, if anything did.
-                guard !collected.isEmpty else { throw LinuxError(operation: "no answer from \(path)", errno: ECONNRESET) }
-                return String(decoding: collected, as: UTF8.self)
-            }
-            guard errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK else { throw LinuxError(operation: "recv from \(path)", errno: errno) }
-            try waitFor(fd, Int16(POLLIN), until: deadline, path)
+            // Closed without a newline: what came is the answer, if anything did.
+            guard !collected.isEmpty else { throw LinuxError(operation: "no answer from \(path)", errno: .connectionReset) }
+            return String(decoding: collected, as: UTF8.self)
         }
     }
 
@@ -587,11 +606,15 @@ public enum PeerSocketClient {
     private static func waitFor(_ fd: Int32, _ events: Int16, until deadline: Int64, _ path: String) throws(LinuxError) {
         while true {
             let left = deadline - monotonicMilliseconds()
-            guard left > 0 else { throw LinuxError(operation: "no answer from \(path)", errno: ETIMEDOUT) }
+            guard left > 0 else { throw LinuxError(operation: "no answer from \(path)", errno: .timedOut) }
             var poller = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&poller, 1, Int32(clamping: left))
-            if ready > 0 { return }
-            if ready < 0 && errno != EINTR { throw LinuxError(operation: "poll", errno: errno) }
+            // Not retried here: after EINTR the loop takes the time left again.
+            let ready = valueOrErrno(retryOnInterrupt: false) { poll(&poller, 1, Int32(clamping: left)) }
+            switch ready {
+            case .success(let count) where count > 0: return
+            case .failure(let error) where error != .interrupted: throw LinuxError(operation: "poll", errno: error)
+            default: continue
+            }
         }
     }
 }
@@ -626,29 +649,28 @@ public final class PeerSocketStream {
     /// Connects and sends `line` within `timeout`.
     public init(path: String, line: String, timeout: Duration = .seconds(3), maxLineBytes: Int = 1 << 20) throws(LinuxError) {
         self.maxLineBytes = maxLineBytes
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw LinuxError(operation: "socket", errno: errno) }
+        let fd = try LinuxError.check("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
         guard var address = unixAddress(path) else {
             close(fd)
-            throw LinuxError(operation: "connect \(path)", errno: ENAMETOOLONG)
+            throw LinuxError(operation: "connect \(path)", errno: .fileNameTooLong)
         }
         let left = max(1, milliseconds(timeout))
         var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
-            let error = errno
-            close(fd)
-            throw LinuxError(operation: "connect \(path)", errno: error)
-        }
         let request = Array((line + "\n").utf8)
-        let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard sent == request.count else {
-            let error = sent < 0 ? errno : EPIPE
+        do throws(LinuxError) {
+            try LinuxError.check("connect \(path)", retryOnInterrupt: false) {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+            }
+            let sent = try LinuxError.check("send to \(path)", retryOnInterrupt: false) {
+                request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            guard sent == request.count else { throw LinuxError(operation: "send to \(path)", errno: .brokenPipe) }
+        } catch {
             close(fd)
-            throw LinuxError(operation: "send to \(path)", errno: error)
+            throw error
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         descriptor = fd
@@ -662,7 +684,12 @@ public final class PeerSocketStream {
         var lines: [String] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let received = valueOrErrno { chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+            let count: Int
+            switch received {
+            case .success(let received): count = received
+            case .failure(let error): return (lines, error != .resourceTemporarilyUnavailable)
+            }
             if count > 0 {
                 buffered += chunk[0..<count]
                 while let newline = buffered.firstIndex(of: 0x0A) {
@@ -672,8 +699,6 @@ public final class PeerSocketStream {
                 if buffered.count > maxLineBytes { return (lines, true) }
                 continue
             }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return (lines, false) }
             return (lines, true)
         }
     }

@@ -1,4 +1,6 @@
+import CurfewPOSIX
 import Glibc
+import SystemPackage
 
 /// The pages of the program's own file that startup brought into memory.
 ///
@@ -22,20 +24,20 @@ public enum ProgramPages {
         public var residentAfterKiB: Int
     }
 
-    /// Advises and reclaims the read-only mappings of `/proc/self/exe`; nil when the program's file
-    /// or its mappings cannot be read, or the kernel refuses the advice (before 5.4: EINVAL), with
-    /// errno set.
-    public static func release() -> Release? {
-        guard let program = executablePath(), let maps = SmallFile.read("/proc/self/maps", limit: 1 << 20) else {
-            return nil
-        }
+    /// Advises and reclaims the read-only mappings of `/proc/self/exe`. Throws the errno when the
+    /// program's file or its mappings cannot be read, or the kernel refuses the advice (before 5.4:
+    /// EINVAL).
+    public static func release() throws(Errno) -> Release {
+        let program = try executablePath()
+        guard let maps = SmallFile.read("/proc/self/maps", limit: 1 << 20) else { throw Errno.last }
         let ranges = readOnlyRanges(maps: String(decoding: maps, as: UTF8.self), program: program)
-        guard !ranges.isEmpty else { return nil }
+        guard !ranges.isEmpty else { throw Errno.noSuchFileOrDirectory }
         let before = residentKiB()
         for range in ranges {
             guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
             let length = Int(range.upperBound - range.lowerBound)
-            guard madvise(start, length, MADV_RANDOM) == 0, madvise(start, length, pageOut) == 0 else { return nil }
+            try Errno.check { madvise(start, length, MADV_RANDOM) }
+            try Errno.check { madvise(start, length, pageOut) }
         }
         return Release(mappings: ranges.count, residentBeforeKiB: before, residentAfterKiB: residentKiB())
     }
@@ -62,10 +64,9 @@ public enum ProgramPages {
     }
 
     /// The path of the running program as the kernel names it in `/proc/self/maps`.
-    static func executablePath() -> String? {
+    static func executablePath() throws(Errno) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
+        let count = try Errno.check { readlink("/proc/self/exe", &buffer, buffer.count - 1) }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 

@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 import Glibc
 
@@ -14,9 +16,9 @@ enum SmallFile {
         var chunk = [UInt8](repeating: 0, count: min(max(limit, 1), 65_536))
         while bytes.count < limit {
             let wanted = min(chunk.count, limit - bytes.count)
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
+            guard case .success(let count) = valueOrErrno({ chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) } }),
+                count > 0
+            else { break }
             bytes.append(contentsOf: chunk[0..<count])
         }
         return bytes

@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CurfewCore
 import Glibc
 
@@ -87,11 +88,10 @@ enum ElfBuildID {
         guard offset >= 0 else { return false }
         var done = 0
         while done < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { buffer in
-                pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+            let read = valueOrErrno {
+                bytes.withUnsafeMutableBytes { buffer in pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
             }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return false }
+            guard case .success(let count) = read, count > 0 else { return false }
             done += count
         }
         return true

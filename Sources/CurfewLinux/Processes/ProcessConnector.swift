@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 import Glibc
 import CLinux
@@ -230,7 +232,7 @@ public final class ProcessConnector: Sendable {
     }
 
     /// The error `next` throws once `close` was called.
-    public static let closedError = LinuxError(operation: "process connector closed", errno: EBADF)
+    public static let closedError = LinuxError(operation: "process connector closed", errno: .badFileDescriptor)
 
     /// Opens the socket and subscribes, waiting (at most a second) for the kernel to confirm.
     /// Events from before the confirmation are dropped: scan `/proc` after this returns.
@@ -294,7 +296,7 @@ public final class ProcessConnector: Sendable {
         while result == nil {
             let remaining = deadline - monotonicMilliseconds()
             guard remaining > 0 else {
-                throw LinuxError(operation: "PROC_CN_MCAST_LISTEN: no acknowledgement", errno: ETIMEDOUT)
+                throw LinuxError(operation: "PROC_CN_MCAST_LISTEN: no acknowledgement", errno: .timedOut)
             }
             var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             guard try LinuxError.check("poll NETLINK_CONNECTOR", { poll(&poller, 1, Int32(remaining)) }) > 0 else {
@@ -306,7 +308,7 @@ public final class ProcessConnector: Sendable {
             events.removeAll()
         }
         if let result, result != 0 {
-            throw LinuxError(operation: "PROC_CN_MCAST_LISTEN", errno: Int32(bitPattern: result))
+            throw LinuxError(operation: "PROC_CN_MCAST_LISTEN", errno: Errno(rawValue: Int32(bitPattern: result)))
         }
     }
 
@@ -323,7 +325,7 @@ public final class ProcessConnector: Sendable {
             }
         }
         guard sent == message.count else {
-            throw LinuxError(operation: "send PROC_CN_MCAST \(operation): short write", errno: EIO)
+            throw LinuxError(operation: "send PROC_CN_MCAST \(operation): short write", errno: .ioError)
         }
     }
 
@@ -347,9 +349,9 @@ public final class ProcessConnector: Sendable {
                             address.baseAddress!.assumingMemoryBound(to: sockaddr.self), &senderLength)
                     }
                 }
-            } catch where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
+            } catch where error.errno == .resourceTemporarilyUnavailable || error.errno == .wouldBlock {
                 return
-            } catch where error.errno == ENOBUFS {
+            } catch where error.errno == .noBufferSpace {
                 if events.last != .overrun { events.append(.overrun) }
                 continue
             }
@@ -424,14 +426,15 @@ public final class ProcessConnector: Sendable {
                         setsockopt(socket, SOL_SOCKET, ConnectorLayout.attachFilter, $0.baseAddress, socklen_t($0.count))
                     }
                 }
-                if result != 0 { throw LinuxError(operation: "setsockopt SO_ATTACH_FILTER", errno: errno) }
+                try LinuxError.check("setsockopt SO_ATTACH_FILTER", retryOnInterrupt: false) { result }
             } else {
                 var unused: Int32 = 0
-                let result = setsockopt(
-                    socket, SOL_SOCKET, ConnectorLayout.detachFilter, &unused, socklen_t(MemoryLayout<Int32>.size))
-                // ENOENT: there was no filter.
-                if result != 0 && errno != ENOENT {
-                    throw LinuxError(operation: "setsockopt SO_DETACH_FILTER", errno: errno)
+                do throws(LinuxError) {
+                    try LinuxError.check("setsockopt SO_DETACH_FILTER") {
+                        setsockopt(socket, SOL_SOCKET, ConnectorLayout.detachFilter, &unused, socklen_t(MemoryLayout<Int32>.size))
+                    }
+                } catch where error.errno == .noSuchFileOrDirectory {
+                    // There was no filter.
                 }
             }
         }

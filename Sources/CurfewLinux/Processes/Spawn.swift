@@ -1,3 +1,4 @@
+import SystemPackage
 import Glibc
 import CLinux
 
@@ -20,7 +21,7 @@ public func spawnProcess(
     guard uid != nil || gid != nil else { return try posixSpawn(path, [path] + arguments, options) }
     let candidates = ["/usr/bin/setpriv", "/bin/setpriv"]
     guard let setpriv = candidates.first(where: { candidate in access(candidate, X_OK) == 0 }) else {
-        throw LinuxError(operation: "spawn \(path): setpriv (util-linux) not found", errno: ENOENT)
+        throw LinuxError(operation: "spawn \(path): setpriv (util-linux) not found", errno: .noSuchFileOrDirectory)
     }
     var wrapper = [setpriv]
     if let uid { wrapper.append("--reuid=\(uid)") }

@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CSystemd
 import Glibc
 import CLinux
@@ -151,9 +152,7 @@ public struct StderrLogHandler: LogHandler {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let written = write(fileDescriptor, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
+                guard case .success(let written) = valueOrErrno({ write(fileDescriptor, raw.baseAddress! + offset, raw.count - offset) }) else {
                     return
                 }
                 offset += written

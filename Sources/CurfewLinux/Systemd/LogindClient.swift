@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CSystemd
 import Glibc
 import CLinux
@@ -127,13 +129,13 @@ public final class LogindClient: Sendable {
                 destination: Self.busName, path: Self.managerPath, interface: Self.managerInterface,
                 member: "ListSessions")
             guard case .array(_, let rows)? = reply.first else {
-                throw LinuxSystemdError(operation: "parse ListSessions reply", errno: EBADMSG)
+                throw LinuxSystemdError(operation: "parse ListSessions reply", errno: .badMessage)
             }
             var sessions: [LoginSession] = []
             for row in rows {
                 // (session id, uid, user name, seat id, object path)
                 guard let fields = row.structureFields, fields.count == 5, let path = fields[4].stringValue else {
-                    throw LinuxSystemdError(operation: "parse ListSessions reply", errno: EBADMSG)
+                    throw LinuxSystemdError(operation: "parse ListSessions reply", errno: .badMessage)
                 }
                 if let session = try Self.readSession(bus, objectPath: path) { sessions.append(session) }
             }
@@ -241,7 +243,7 @@ public final class LogindClient: Sendable {
             throw error
         }
         guard let properties = reply.first?.stringKeyedDictionary else {
-            throw LinuxSystemdError(operation: "parse GetAll reply for \(objectPath)", errno: EBADMSG)
+            throw LinuxSystemdError(operation: "parse GetAll reply for \(objectPath)", errno: .badMessage)
         }
         return LoginSession(objectPath: objectPath, properties: properties)
     }

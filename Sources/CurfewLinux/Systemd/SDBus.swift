@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CSystemd
 import Glibc
 import CLinux
@@ -240,19 +242,19 @@ public final class SDBusMessage {
             case "r": return .structure(elements)
             case "e":
                 guard elements.count == 2 else {
-                    throw LinuxSystemdError(operation: "read dict entry \(inner)", errno: EBADMSG)
+                    throw LinuxSystemdError(operation: "read dict entry \(inner)", errno: .badMessage)
                 }
                 return .dictEntry(elements[0], elements[1])
             default:
                 guard elements.count == 1 else {
-                    throw LinuxSystemdError(operation: "read variant \(inner)", errno: EBADMSG)
+                    throw LinuxSystemdError(operation: "read variant \(inner)", errno: .badMessage)
                 }
                 return .variant(elements[0])
             }
         default:
             // Unix file descriptors ("h") would need an owner; nothing here reads them.
             throw LinuxSystemdError(
-                operation: "read D-Bus type \(Character(Unicode.Scalar(UInt8(bitPattern: type))))", errno: EOPNOTSUPP)
+                operation: "read D-Bus type \(Character(Unicode.Scalar(UInt8(bitPattern: type))))", errno: .notSupportedOnSocket)
         }
     }
 
@@ -294,7 +296,7 @@ public final class SDBus {
     public static func openSystem() throws(LinuxSystemdError) -> SDBus {
         var bus: OpaquePointer?
         try LinuxSystemdError.check("sd_bus_open_system") { sd_bus_open_system(&bus) }
-        guard let bus else { throw LinuxSystemdError(operation: "sd_bus_open_system", errno: EINVAL) }
+        guard let bus else { throw LinuxSystemdError(operation: "sd_bus_open_system", errno: .invalidArgument) }
         return SDBus(handle: bus)
     }
 
@@ -303,7 +305,7 @@ public final class SDBus {
     public static func open(address: String) throws(LinuxSystemdError) -> SDBus {
         var created: OpaquePointer?
         try LinuxSystemdError.check("sd_bus_new") { sd_bus_new(&created) }
-        guard let created else { throw LinuxSystemdError(operation: "sd_bus_new", errno: EINVAL) }
+        guard let created else { throw LinuxSystemdError(operation: "sd_bus_new", errno: .invalidArgument) }
         // From here the wrapper owns the handle, so a failure below releases it.
         let bus = SDBus(handle: created)
         try LinuxSystemdError.check("sd_bus_set_address") { sd_bus_set_address(created, address) }
@@ -333,7 +335,7 @@ public final class SDBus {
             sd_bus_message_new_method_call(handle, &message, destination, path, interface, member)
         }
         guard let message else {
-            throw LinuxSystemdError(operation: "sd_bus_message_new_method_call \(interface).\(member)", errno: EINVAL)
+            throw LinuxSystemdError(operation: "sd_bus_message_new_method_call \(interface).\(member)", errno: .invalidArgument)
         }
         return SDBusMessage(adopting: message)
     }
@@ -358,7 +360,7 @@ public final class SDBus {
             failure.busErrorMessage = error.message.map { String(cString: $0) }
             throw failure
         }
-        guard let reply else { throw LinuxSystemdError(operation: operation, errno: EBADMSG) }
+        guard let reply else { throw LinuxSystemdError(operation: operation, errno: .badMessage) }
         return SDBusMessage(adopting: reply)
     }
 
@@ -377,7 +379,7 @@ public final class SDBus {
     public static func openUser() throws(LinuxSystemdError) -> SDBus {
         var bus: OpaquePointer?
         try LinuxSystemdError.check("sd_bus_open_user") { sd_bus_open_user(&bus) }
-        guard let bus else { throw LinuxSystemdError(operation: "sd_bus_open_user", errno: EINVAL) }
+        guard let bus else { throw LinuxSystemdError(operation: "sd_bus_open_user", errno: .invalidArgument) }
         return SDBus(handle: bus)
     }
 
@@ -409,7 +411,7 @@ public final class SDBus {
         guard call.expectsReply else { return }
         var reply: OpaquePointer?
         try LinuxSystemdError.check("sd_bus_message_new_method_return") { sd_bus_message_new_method_return(call.handle, &reply) }
-        guard let reply else { throw LinuxSystemdError(operation: "sd_bus_message_new_method_return", errno: EINVAL) }
+        guard let reply else { throw LinuxSystemdError(operation: "sd_bus_message_new_method_return", errno: .invalidArgument) }
         let message = SDBusMessage(adopting: reply)
         try message.append(values)
         try send(message)
@@ -429,7 +431,7 @@ public final class SDBus {
         try LinuxSystemdError.check("sd_bus_message_new_signal \(interface).\(member)") {
             sd_bus_message_new_signal(handle, &signal, path, interface, member)
         }
-        guard let signal else { throw LinuxSystemdError(operation: "sd_bus_message_new_signal", errno: EINVAL) }
+        guard let signal else { throw LinuxSystemdError(operation: "sd_bus_message_new_signal", errno: .invalidArgument) }
         let message = SDBusMessage(adopting: signal)
         try message.append(values)
         try send(message)
@@ -517,9 +519,12 @@ public final class SDBus {
         }
         var pollers = [pollfd(fd: fd, events: Int16(truncatingIfNeeded: events), revents: 0)]
         pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-        let ready = poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait))
-        if ready < 0 && errno != EINTR { throw LinuxSystemdError(operation: "poll sd-bus", errno: errno) }
-        return ready > 0 && pollers[0].revents != 0
+        // Not retried: an interrupted wait returns to the caller's loop, which takes the time left again.
+        switch valueOrErrno(retryOnInterrupt: false, { poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait)) }) {
+        case .success(let ready): return ready > 0 && pollers[0].revents != 0
+        case .failure(.interrupted): return false
+        case .failure(let error): throw LinuxSystemdError(operation: "poll sd-bus", errno: error)
+        }
     }
 
     static func microseconds(_ duration: Duration) -> UInt64 {

@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 import Glibc
 
@@ -54,7 +56,7 @@ public final class SystemdUnits {
             destination: Self.busName, path: path, interface: Self.propertiesInterface, member: "Get",
             arguments: [.string(Self.unitInterface), .string("ActiveEnterTimestampMonotonic")])
         guard case .variant(.uint64(let since))? = reply.first else {
-            throw LinuxSystemdError(operation: "parse ActiveEnterTimestampMonotonic of \(unit)", errno: EBADMSG)
+            throw LinuxSystemdError(operation: "parse ActiveEnterTimestampMonotonic of \(unit)", errno: .badMessage)
         }
         return since == 0 ? nil : since
     }
@@ -117,29 +119,34 @@ public final class SystemdUnits {
 
     private func writeDropIn(unit: String, text: String) throws {
         let directory = "\(runtimeUnitDirectory)/\(unit).d"
-        if mkdir(runtimeUnitDirectory, 0o755) != 0 && errno != EEXIST {
-            throw LinuxSystemdError(operation: "mkdir \(runtimeUnitDirectory)", errno: errno)
-        }
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw LinuxSystemdError(operation: "mkdir \(directory)", errno: errno)
+        for created in [runtimeUnitDirectory, directory] {
+            if case .failure(let error) = valueOrErrno({ mkdir(created, 0o755) }), error != .fileExists {
+                throw LinuxSystemdError(operation: "mkdir \(created)", errno: error)
+            }
         }
         // Written beside and renamed: systemd never reads half a file.
         let path = "\(directory)/\(Self.dropInName)"
         let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard fd >= 0 else { throw LinuxSystemdError(operation: "open \(temporary)", errno: errno) }
-        let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let writeErrno = errno
-        close(fd)
-        guard written == bytes.count else {
-            unlink(temporary)
-            throw LinuxSystemdError(operation: "write \(temporary)", errno: written < 0 ? writeErrno : EIO)
+        let fd: Int32
+        switch valueOrErrno({ open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }) {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw LinuxSystemdError(operation: "open \(temporary)", errno: error)
         }
-        guard rename(temporary, path) == 0 else {
-            let renameErrno = errno
+        let bytes = Array(text.utf8)
+        let written = valueOrErrno { bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+        close(fd)
+        var failure: LinuxSystemdError?
+        switch written {
+        case .failure(let error): failure = LinuxSystemdError(operation: "write \(temporary)", errno: error)
+        case .success(let count) where count != bytes.count: failure = LinuxSystemdError(operation: "write \(temporary)", errno: .ioError)
+        case .success:
+            if case .failure(let error) = valueOrErrno({ rename(temporary, path) }) {
+                failure = LinuxSystemdError(operation: "rename \(temporary)", errno: error)
+            }
+        }
+        if let failure {
             unlink(temporary)
-            throw LinuxSystemdError(operation: "rename \(temporary)", errno: renameErrno)
+            throw failure
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemPackage
 import Testing
 
 @testable import CurfewLinux
@@ -43,7 +44,7 @@ final class ProcTestDirectory {
         let fd = try LinuxError.check("open \(target)") { open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755) }
         defer { close(fd) }
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard written == bytes.count else { throw LinuxError(operation: "write \(target)", errno: errno) }
+        guard written == bytes.count else { throw LinuxError(operation: "write \(target)", errno: Errno(rawValue: errno)) }
         return target
     }
 }
@@ -64,7 +65,7 @@ final class ProcChildren {
                 pids.append(pid)
                 return pid
             } catch {
-                guard error.errno == ETXTBSY, attempts < 100 else { throw error }
+                guard error.errno == .textFileBusy, attempts < 100 else { throw error }
                 attempts += 1
                 usleep(10_000)
             }
