@@ -199,6 +199,16 @@ public final class StateStore: Sendable {
                         WHERE verdict = 'invalid' AND (reason = 'content does not match its name (hash)' OR reason LIKE 'not valid JSON%');
                     """)
         }
+        migrator.registerMigration("v8-request-cause") { db in
+            // What blocked the child when they asked (`daily-limit`, `bedtime`, `downtime:school`,
+            // `app-limit:minecraft`, ...; NULL: nothing did, or a request made before this column), and
+            // the app the request names: what `curfew approve` lifts.
+            try db.execute(
+                sql: """
+                    ALTER TABLE requests ADD COLUMN cause TEXT;
+                    ALTER TABLE requests ADD COLUMN app TEXT;
+                    """)
+        }
         return migrator
     }
 }
