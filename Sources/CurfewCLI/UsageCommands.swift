@@ -83,6 +83,9 @@ struct Status: ParsableCommand {
         if status.bedtimeDelayMinutes > 0 {
             rows.append(["bedtime", "\(TimeAllowance.format(minutes: status.bedtimeDelayMinutes)) later tonight (granted)"])
         }
+        for (window, minutes) in (status.downtimeDelayMinutes ?? [:]).sorted(by: { $0.key < $1.key }) {
+            rows.append(["downtime", "\(window) \(TimeAllowance.format(minutes: minutes)) later today (granted)"])
+        }
         rows.append(["state", status.state + (status.reason.map { ": \($0)" } ?? "")])
         // Local clock times and relative days: `time up at 19:42`, `allowed tomorrow at 07:00`.
         func at(_ iso: String) -> String {
