@@ -69,6 +69,10 @@ extension ScheduleAgentTests {
         let text = try runner.run(["status"] + socket, asUser: account.name).stdout
         #expect(text.contains("chores \(TimeAllowance.format(minutes: delay)) later today (granted)"), "\(text)")
         #expect(text.contains("downtime chores \(until)-\(Self.clock(end))"), "\(text)")
+        // The child's own schedule (through the agent) has the window where it now is.
+        let schedule = try runner.run(["schedule"] + socket, asUser: account.name)
+        #expect(schedule.stdout.contains("(granted: downtime chores \(TimeAllowance.format(minutes: delay)) later)"), "\(schedule)")
+        #expect(schedule.stdout.contains("\(until)-"), "\(schedule)")
         try waitUntil(seconds: 5, "the child is told what they got and until when") {
             terminal.read().contains("a parent moved downtime chores: you may use the computer until \(until)")
         }
