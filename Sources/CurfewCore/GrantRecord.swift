@@ -377,3 +377,18 @@ public struct GrantLift: Sendable, Equatable {
         return lift
     }
 }
+
+extension GrantSummary {
+    /// What it gives, in words: `30m extra, bedtime 15m later, 30m more of minecraft on 2026-11-20`.
+    public var words: String {
+        var parts: [String] = []
+        if extraMinutes > 0 { parts.append("\(TimeAllowance.format(minutes: extraMinutes)) extra") }
+        if bedtimeDelayMinutes > 0 { parts.append("bedtime \(TimeAllowance.format(minutes: bedtimeDelayMinutes)) later") }
+        if let app = lift.app { parts.append("\(TimeAllowance.format(minutes: app.minutes)) more of \(app.app)") }
+        if let window = lift.downtime {
+            parts.append("downtime \(window.window) \(TimeAllowance.format(minutes: window.delayMinutes)) later")
+        }
+        if lift.endsBreak { parts.append("break ended") }
+        return "\(parts.joined(separator: ", ")) on \(date)"
+    }
+}

@@ -410,3 +410,39 @@ struct GrantLiftRecordTests {
         #expect(throws: RecordError("unknown record field \"appBonus\"")) { try GrantRecord.parse(JSONValue.object(object).canonicalBytes) }
     }
 }
+
+@Suite("The policy in force on past days")
+struct PolicyHistoryTests {
+    func record(_ version: Int, _ time: String, limit: TimeAllowance?) -> PolicyMerge.Input {
+        PolicyMerge.Input(
+            id: "r\(version)",
+            record: PolicyRecord(
+                user: "kid", version: version, baseVersion: version - 1, author: "0123456789abcdef", time: utc(time),
+                policy: limit.map { Policy(user: "kid", dailyLimit: $0) }))
+    }
+
+    @Test func eachDayByTheRecordsMadeBeforeItEnded() {
+        let records = [
+            record(1, "2026-11-10T12:00Z", limit: .minutes(120)),
+            record(2, "2026-11-12T23:59Z", limit: .minutes(60)),
+            record(3, "2026-11-14T08:00Z", limit: nil),
+        ]
+        let zone = zoneRules("UTC")
+        let days = PolicyHistory.policies(
+            records: records.reversed(), zone: zone, from: try! LocalDate.parse("2026-11-09"), to: try! LocalDate.parse("2026-11-16"))
+        func limit(_ date: String) -> TimeAllowance? { days[try! LocalDate.parse(date)]?.dailyLimit }
+        #expect(limit("2026-11-09") == nil, "before the first record: none (the report takes today's)")
+        #expect(limit("2026-11-10") == .minutes(120))
+        #expect(limit("2026-11-11") == .minutes(120))
+        #expect(limit("2026-11-12") == .minutes(60), "changed before the day ended")
+        #expect(limit("2026-11-13") == .minutes(60))
+        #expect(limit("2026-11-14") == .minutes(60), "removed: the last policy they had")
+        #expect(limit("2026-11-16") == .minutes(60))
+        // In Berlin the change at 23:59 UTC falls on the 13th.
+        let berlin = PolicyHistory.policies(
+            records: records, zone: zoneRules("Europe/Berlin"), from: try! LocalDate.parse("2026-11-12"), to: try! LocalDate.parse("2026-11-13"))
+        #expect(berlin[try! LocalDate.parse("2026-11-12")]?.dailyLimit == .minutes(120))
+        #expect(berlin[try! LocalDate.parse("2026-11-13")]?.dailyLimit == .minutes(60))
+        #expect(PolicyHistory.policies(records: [], zone: zone, from: try! LocalDate.parse("2026-11-12"), to: try! LocalDate.parse("2026-11-13")).isEmpty)
+    }
+}
