@@ -1,5 +1,6 @@
 import CurfewCore
 import CurfewLinux
+import CurfewSync
 import Foundation
 import Testing
 
@@ -234,5 +235,74 @@ extension EnforcementEndToEndTests {
         #expect(nothing.stdout == "")
         #expect(try runner.recordFiles() == records)
         #expect(try runner.ok(["requests"]).stdout.contains("pending"))
+    }
+}
+
+/// `curfew report` judges past days by the policy of their day and their grants, lists grants and
+/// requests with the child's reason, and works for a user who is no longer managed.
+@Suite struct ReportHistoryTests {
+    @Test func pastDaysByTheirOwnPolicyAndGrantsForAUserNoLongerManaged() throws {
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        try runner.ok(["init"])
+        // Records made in the past (signed here with the parent's key, as the CLI would have then):
+        // limit 2h from the 10th, 1h from the 12th, the user removed on the 14th; 1h extra on the 13th.
+        let key = try KeyRing(stateDirectory: runner.stateDir).loadSigningKey()
+        let shared = SharedDirectory(path: runner.sharedDir)
+        var policy = Policy(user: "kid", dailyLimit: .minutes(120))
+        policy.timezone = "UTC"
+        let times = ["2026-11-10T12:00:00Z", "2026-11-12T08:00:00Z", "2026-11-14T08:00:00Z"].map { parseUTCTimestamp($0)! }
+        _ = try shared.publish(PolicyRecord(user: "kid", version: 1, baseVersion: 0, author: key.id, time: times[0], policy: policy), signedBy: key)
+        policy.dailyLimit = .minutes(60)
+        _ = try shared.publish(PolicyRecord(user: "kid", version: 2, baseVersion: 1, author: key.id, time: times[1], policy: policy), signedBy: key)
+        _ = try shared.publish(PolicyRecord(user: "kid", version: 3, baseVersion: 2, author: key.id, time: times[2], policy: nil), signedBy: key)
+        let grant = GrantRecord(
+            user: "kid", date: try LocalDate.parse("2026-11-13"), extraMinutes: 60, bedtimeDelayMinutes: 0, author: key.id,
+            time: times[1] + 86_400, nonce: String(repeating: "0f", count: 16))
+        _ = try shared.publish(grant, signedBy: key)
+        _ = try runner.ok(["requests"])
+        let requested = parseUTCTimestamp("2026-11-13T18:00:00Z")! * 1000
+        let sql = """
+            INSERT INTO usage VALUES ('kid', '2026-11-11', 18, '', 5400000);
+            INSERT INTO usage VALUES ('kid', '2026-11-13', 18, '', 5400000);
+            INSERT INTO usage VALUES ('kid', '2026-11-15', 18, '', 5400000);
+            INSERT INTO events (time_ms, user, kind, message, data) VALUES (\(requested), 'kid', 'time-requested', 'asked for 30m more (blocked by daily limit)',
+                '{"request":1,"minutes":30,"reason":"<b>level</b> 3","cause":"daily-limit","app":null}');
+            """
+        #expect(try CurfewRunner.runTool("/usr/bin/sqlite3", ["\(runner.stateDir)/curfew.db", sql]) == 0)
+
+        let period = ["--from", "2026-11-11", "--to", "2026-11-15"]
+        let json = try jsonObject(try runner.ok(["report", "kid", "--format", "json"] + period).stdout)
+        let days = try #require(json["days"] as? [[String: Any]])
+        #expect(days.map { $0["limitMinutes"] as? Int } == [120, 60, 120, 60, 60], "\(days)")
+        #expect(days.map { $0["extraMinutes"] as? Int } == [0, 0, 60, 0, 0])
+        #expect(days.map { $0["overLimit"] as? Bool } == [false, false, false, false, true])
+        let events = try #require(json["events"] as? [[String: Any]])
+        #expect(events.map { $0["message"] as? String } == [
+            "1h extra on 2026-11-13", "asked for 30m more (blocked by daily limit), reason: <b>level</b> 3",
+        ], "\(events)")
+        #expect(events.map { $0["kind"] as? String } == ["extra-time-granted", "time-requested"])
+
+        let table = try runner.ok(["report", "kid"] + period).stdout
+        #expect(
+            table == """
+                kid: 2026-11-11 to 2026-11-15 (UTC)
+                  DATE        DAY  SCREEN  LIMIT  
+                  2026-11-11  wed  1h30m   2h     ###############.....
+                  2026-11-12  thu  0       1h     ....................
+                  2026-11-13  fri  1h30m   2h     ###############.....
+                  2026-11-14  sat  0       1h     ....................
+                  2026-11-15  sun  1h30m   1h     #################### !
+                  extra time:
+                    2026-11-13 08:00  1h extra on 2026-11-13
+                    2026-11-13 18:00  asked for 30m more (blocked by daily limit), reason: <b>level</b> 3
+                  total 4h30m in 5 days, 1 day over the limit
+
+                """, "\(table)")
+        let html = try runner.ok(["report", "kid", "--format", "html"] + period).stdout
+        #expect(html.contains("reason: &lt;b&gt;level&lt;/b&gt; 3") && !html.contains("<b>level</b>"))
+        // Still an unknown user for what needs a policy in force.
+        let status = try runner.run(["grant", "kid", "30m"])
+        #expect(status.status == 64, "\(status)")
     }
 }
