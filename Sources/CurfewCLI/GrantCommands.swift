@@ -241,7 +241,7 @@ struct Requests: ParsableCommand {
             rows.append([
                 "\(request.id)", request.user,
                 TimeAllowance.format(minutes: request.minutes) + (request.app.map { " of \($0)" } ?? ""),
-                request.reason.map { UntrustedText.terminal($0) } ?? "-", request.cause?.words ?? "-",
+                request.reason ?? "-", request.cause?.words ?? "-",
                 Requests.clock(request.createdMilliseconds / 1000, zone), status,
             ])
         }
