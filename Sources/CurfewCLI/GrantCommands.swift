@@ -158,7 +158,9 @@ struct Request: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Ask a parent for more time today (run by a child; the agent records it).",
         discussion: """
-            At most \(RequestRules.maxPending) requests may wait for an answer, and at most \(RequestRules.maxPerHour) \
+            The agent records what blocks you as you ask (the daily limit, the weekly budget, bedtime, a \
+            downtime window, a break, or with --app that app's own limit), so a parent's approval lifts \
+            that; --app must name an app of the catalog or of your rules (else exit status 64). At most \(RequestRules.maxPending) requests may wait for an answer, and at most \(RequestRules.maxPerHour) \
             are recorded in any hour (answered ones included); past that the agent refuses with exit status 77, \
             like anything else a child may not do. The reason is plain text: at most \(RequestRules.maxReasonCharacters) \
             characters, no control characters (exit status 64).
