@@ -82,6 +82,55 @@ extension ScheduleAgentTests {
     }
 }
 
+extension ScheduleAgentTests {
+    /// A child in a break (the agent's clock moved 15 minutes, as in the break test above) asks for
+    /// more time; the request names the break, and `approve` ends it: logins are allowed again.
+    @Test func approveInABreakEndsTheBreak() throws {
+        let (runner, account, _, _) = try enforcement.base.setUp(account: Self.account)
+        defer { runner.cleanUp() }
+        try runner.ok(["timezone", account.name, "UTC"])
+        try runner.ok(["breaks", account.name, "15m", "5m"])
+        // `apps` leaves the child's own `curfew request` running.
+        try runner.ok(["lockout", account.name, "apps"])
+        let offsetFile = runner.root.appendingPathComponent("clock-offset").path
+        func moveClock(byMilliseconds offset: Int64) throws {
+            try "\(offset)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            chmod(offsetFile, 0o644)
+        }
+        try moveClock(byMilliseconds: 0)
+        let process = try enforcement.base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
+        defer {
+            kill(process, SIGKILL)
+            _ = waitForExit(process)
+        }
+        let agent = try enforcement.agent(runner, arguments: ["--clock-offset-file", offsetFile])
+        defer { _ = agent.stop() }
+        let socket = ["--socket", agent.socketPath]
+        usleep(2_000_000)
+        try moveClock(byMilliseconds: 15 * 60_000)
+        var refused = try runner.run(["check-login", "--user", account.name] + socket)
+        for _ in 0..<20 where refused.status == 0 {
+            usleep(250_000)
+            refused = try runner.run(["check-login", "--user", account.name] + socket)
+        }
+        #expect(refused.status == 77 && refused.stdout.contains("break"), "\(refused)\n\(agent.log)")
+
+        let asked = try runner.run(["request", "30m"] + socket, asUser: account.name)
+        #expect(asked.stdout == "asked for 30m more (request 1, blocked by break); a parent will answer\n", "\(asked)")
+        let approved = try runner.ok(["approve", "1"])
+        #expect(
+            approved.stdout.hasPrefix(
+                "approved request 1: granted \(account.name) the end of the break now (the next one after 15m of use) (record "),
+            "\(approved)")
+        var allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        for _ in 0..<40 where allowed.status != 0 {
+            usleep(250_000)
+            allowed = try runner.run(["check-login", "--user", account.name] + socket)
+        }
+        #expect(allowed.status == 0, "\(allowed)\n\(agent.log)")
+    }
+}
+
 extension EnforcementEndToEndTests {
     /// An app over its own limit is stopped; the child asks for more of it (an unknown app is refused);
     /// `curfew grant --app` gives it 30 minutes and the agent lets it run again, and tells the child.
