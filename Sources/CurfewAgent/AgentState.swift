@@ -75,6 +75,8 @@ public final class AgentState: Sendable {
         var stopping = false
         /// A child asked for more time since the enforcer last looked (it then watches for the answer).
         var requestFiled = false
+        /// Users whose break a parent ended (a grant that `endsBreak`) since the tracker last looked.
+        var breaksEnded: Set<String> = []
         /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
         var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
     }
@@ -237,6 +239,24 @@ public final class AgentState: Sendable {
         if !same || !sameMinutes { watchWake.signal() }
     }
     public func live(of user: String) -> LiveUser? { contents.withLock { $0.live[user] } }
+
+    /// A parent ended `user`'s break: their stretch starts again now, in the figures the enforcer reads
+    /// at once and in the tracker's own (which it takes with `takeBreaksEnded`).
+    public func endBreak(of user: String) {
+        contents.withLock { contents in
+            contents.live[user]?.breakClock.endBreak()
+            contents.breaksEnded.insert(user)
+        }
+        changed()
+    }
+
+    /// The users whose break a parent ended since the last call.
+    public func takeBreaksEnded() -> Set<String> {
+        contents.withLock { contents in
+            defer { contents.breaksEnded = [] }
+            return contents.breaksEnded
+        }
+    }
 
     /// Other computers' screen time of `user` on `day` (their latest usage summaries).
     public func setOtherComputers(_ user: String, day: LocalDate, milliseconds: Int64) {

@@ -56,11 +56,20 @@ extension SocketProtocol {
     static func answerRules(of user: String, agent: Agent) -> JSONValue {
         guard let policy = agent.state.policies[user] else { return failure(.unknownUser, "\(user) is not managed on this computer") }
         let adjustments = (agent.state.adjustments[user] ?? [:]).sorted { $0.key < $1.key }.map { day, adjustment in
-            JSONValue.object(
-                JSONObject([
-                    ("date", .string("\(day)")), ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
-                    ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
-                ]))
+            var entry = JSONObject([
+                ("date", .string("\(day)")), ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
+                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
+            ])
+            // Only when granted: the child's `curfew schedule` shows windows where they are that day.
+            if !adjustment.downtimeDelayMinutes.isEmpty {
+                entry["downtimeDelayMinutes"] = .object(
+                    JSONObject(adjustment.downtimeDelayMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
+            }
+            if !adjustment.appExtraMinutes.isEmpty {
+                entry["appExtraMinutes"] = .object(
+                    JSONObject(adjustment.appExtraMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
+            }
+            return JSONValue.object(entry)
         }
         return .object(JSONObject([("ok", .bool(true)), ("policy", policy.json), ("adjustments", .array(adjustments))]))
     }

@@ -212,7 +212,9 @@ final class Enforcer {
             for request in answers {
                 let body: String
                 switch request.status {
-                case .approved: body = ChildMessages.answer(askedMinutes: request.minutes, grantedMinutes: request.grantedMinutes ?? request.minutes)
+                // The grant that answers it tells the child what they got and until when, when it
+                // applies (`ExtraTime.childMessage`); a second message here would only repeat it.
+                case .approved: continue
                 case .denied: body = ChildMessages.answer(askedMinutes: request.minutes, grantedMinutes: nil)
                 case .pending: continue
                 }
@@ -400,11 +402,10 @@ extension Agent {
 }
 
 extension Enforcement {
-    /// The plan from the agent's live figures of one user (`live.totals` in milliseconds, `""` =
-    /// screen time; figures of another day count as nothing used yet).
-    static func plan(
-        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
-    ) -> EnforcementPlan {
+    /// The figures a decision takes from the tracker's live ones (`live.totals` in milliseconds, `""`
+    /// = screen time; figures of another day count as nothing used yet); `now` in seconds. A child's
+    /// request is judged by the same.
+    static func dayUsage(schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> DayUsage {
         var totals = live?.totals ?? [:]
         var screen = live?.screenForLimit ?? 0
         var week: Int64? = live.map { $0.weekBeforeToday + $0.screenForLimit }
@@ -415,11 +416,17 @@ extension Enforcement {
         }
         var appSeconds: [String: Int64] = [:]
         for (app, milliseconds) in totals where app != UsageKey.screen { appSeconds[app] = milliseconds / 1000 }
-        return plan(
-            schedule: schedule, now: now,
-            usage: DayUsage(
-                screenSeconds: screen / 1000, appSeconds: appSeconds, weekSeconds: week.map { $0 / 1000 },
-                continuousSeconds: live?.breakClock.continuousSeconds ?? 0, pauseSeconds: live?.breakClock.pauseSeconds ?? 0),
+        return DayUsage(
+            screenSeconds: screen / 1000, appSeconds: appSeconds, weekSeconds: week.map { $0 / 1000 },
+            continuousSeconds: live?.breakClock.continuousSeconds ?? 0, pauseSeconds: live?.breakClock.pauseSeconds ?? 0)
+    }
+
+    /// The plan from the agent's live figures of one user.
+    static func plan(
+        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
+    ) -> EnforcementPlan {
+        plan(
+            schedule: schedule, now: now, usage: dayUsage(schedule: schedule, live: live, now: now),
             running: running,
             tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
     }

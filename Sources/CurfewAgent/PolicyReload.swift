@@ -156,6 +156,16 @@ extension Agent {
             }
             for event in events { try EventLog.append(event, db) }
         }
+        // Each new grant, once it is recorded as in force: a break it ends ends now, and the child is
+        // told what they got and until when.
+        for grant in result.unannouncedGrants where policies[grant.user] != nil {
+            guard let schedule = state.schedule(of: grant.user, systemZone: ZoneRules.system) else { continue }
+            let today = schedule.zone.localTime(at: clock.wallSeconds).date
+            if grant.lift.endsBreak, grant.date == today { state.endBreak(of: grant.user) }
+            if let words = ExtraTime.childMessage(grant, schedule: schedule, now: clock.wallSeconds) {
+                state.post(AgentState.ChildMessage(user: grant.user, summary: "Curfew", body: words, urgency: 1, kind: .answer))
+            }
+        }
         let enforced = Set(policies.keys).union(configuration.failOpen ? managed.subtracting(resolution.removed) : [])
         if enforced != managed {
             do { try ManagedUsers.write(enforced, stateDirectory: configuration.stateDirectory) } catch {

@@ -13,6 +13,11 @@ extension Agent {
         if grant.bedtimeDelayMinutes > 0 {
             parts.append("bedtime \(TimeAllowance.format(minutes: grant.bedtimeDelayMinutes)) later")
         }
+        if let app = grant.lift.app { parts.append("\(TimeAllowance.format(minutes: app.minutes)) more of \(app.app)") }
+        if let window = grant.lift.downtime {
+            parts.append("downtime \(window.window) \(TimeAllowance.format(minutes: window.delayMinutes)) later")
+        }
+        if grant.lift.endsBreak { parts.append("break ended") }
         var data = JSONObject([
             ("record", .string(grant.id)),
             ("date", .string("\(grant.date)")),
@@ -20,6 +25,15 @@ extension Agent {
             ("bedtimeDelayMinutes", .int(Int64(grant.bedtimeDelayMinutes))),
         ])
         data["requestId"] = grant.requestId.map { .int($0) } ?? .null
+        if let app = grant.lift.app {
+            data["app"] = .string(app.app)
+            data["appMinutes"] = .int(Int64(app.minutes))
+        }
+        if let window = grant.lift.downtime {
+            data["downtimeWindow"] = .string(window.window)
+            data["downtimeDelayMinutes"] = .int(Int64(window.delayMinutes))
+        }
+        if grant.lift.endsBreak { data["endsBreak"] = .bool(true) }
         return AgentEvent(
             time: now, user: grant.user, kind: .extraTimeGranted,
             message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
@@ -28,19 +42,25 @@ extension Agent {
     /// Records a managed user's request for more time and the event that says so, in one
     /// transaction, unless `RequestRules.checkRoom` refuses it (a `PolicyError`; nothing is written,
     /// so a child's flood of requests adds at most `RequestRules.maxPerHour` rows and events an hour).
-    func fileRequest(user: String, minutes: Int, reason: String?, now: Int64) throws -> TimeRequest {
+    func fileRequest(
+        user: String, minutes: Int, reason: String?, now: Int64, cause: UseBlock? = nil, app: String? = nil
+    ) throws -> TimeRequest {
         // The enforcer looks for the parent's answer while a request is outstanding.
         defer { state.noteRequestFiled() }
         return try store.write { db in
             let (pending, recent) = try RequestTable.counts(user: user, since: now - RequestRules.windowMilliseconds + 1, db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
-            let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, db)
+            let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
             var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
             data["reason"] = reason.map { .string($0) } ?? .null
+            data["cause"] = cause.map { .string($0.code) } ?? .null
+            data["app"] = app.map { .string($0) } ?? .null
             try EventLog.append(
                 AgentEvent(
                     time: now, user: user, kind: .timeRequested,
-                    message: "asked for \(TimeAllowance.format(minutes: minutes)) more", data: .object(data)), db)
+                    message: "asked for \(TimeAllowance.format(minutes: minutes)) more"
+                        + (app.map { " of \($0)" } ?? "") + (cause.map { " (blocked by \($0.words))" } ?? ""),
+                    data: .object(data)), db)
             return request
         }
     }
@@ -48,22 +68,32 @@ extension Agent {
 
 extension SocketProtocol {
     /// `{"command": "request", "minutes": 30, "reason": "..."}` from a managed user (not root).
-    static func answerTimeRequest(minutes: Int64, reason: String?, callerUID: UInt32, agent: Agent) -> JSONValue {
+    static func answerTimeRequest(minutes: Int64, reason: String?, app: String?, callerUID: UInt32, agent: Agent) -> JSONValue {
         guard callerUID != 0 else {
             return failure(.notPermitted, "root cannot ask for more time; grant it with curfew grant")
         }
         guard let caller = Accounts.account(uid: callerUID) else {
             return failure(.notPermitted, "your account has no name, so it cannot be managed")
         }
-        guard agent.state.policies[caller.name] != nil else {
+        guard let policy = agent.state.policies[caller.name] else {
             return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
         }
         do { try RequestRules.validate(minutes: minutes, reason: reason) } catch {
             return failure(.badRequest, error.message)
         }
+        if let app, agent.catalog.definition(named: app) == nil, policy.rule(for: app) == nil {
+            return failure(.badRequest, "unknown app \(quoted(app)): not in the app catalog and \(caller.name)'s policy has no rule for it")
+        }
+        // What blocks the child now, from the decision the enforcer makes with the same figures.
+        let now = agent.clock.wallMilliseconds
+        let cause = agent.state.schedule(of: caller.name, systemZone: ZoneRules.system).map { schedule in
+            ExtraTime.block(
+                schedule: schedule, now: now / 1000,
+                usage: Enforcement.dayUsage(schedule: schedule, live: agent.state.live(of: caller.name), now: now / 1000), app: app)
+        } ?? nil
         do {
             let request = try agent.fileRequest(
-                user: caller.name, minutes: Int(minutes), reason: reason, now: agent.clock.wallMilliseconds)
+                user: caller.name, minutes: Int(minutes), reason: reason, now: now, cause: cause, app: app)
             return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
         } catch let refusal as PolicyError {
             // Not logged: a child asking again and again must not fill the journal either.

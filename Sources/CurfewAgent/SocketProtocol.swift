@@ -40,8 +40,8 @@ public enum SocketProtocol {
                 user: user, service: service ?? "unknown", now: agent.clock.wallSeconds, recordRefusal: callerUID == 0)
             return .object(
                 JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
-        case .request(let minutes, let reason):
-            return answerTimeRequest(minutes: minutes, reason: reason, callerUID: callerUID, agent: agent)
+        case .request(let minutes, let reason, let app):
+            return answerTimeRequest(minutes: minutes, reason: reason, app: app, callerUID: callerUID, agent: agent)
         case .extend:
             return answerExtend(callerUID: callerUID, agent: agent)
         case .approvePIN(let pin, let minutes):

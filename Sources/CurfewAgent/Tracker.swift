@@ -460,6 +460,8 @@ public final class Tracker {
         // The interval started `elapsed` ago in wall time as it is now (a jump does not move it).
         let intervalStart = (now.wall - elapsed) / 1000
         let policies = state.policies
+        // A grant that ends a break: the stretch starts again from nothing.
+        for user in state.takeBreaksEnded() { live[user]?.breakClock.endBreak() }
         if !state.sleeping {
             for (user, observation) in observations {
                 guard let policy = policies[user] else { continue }

@@ -76,6 +76,10 @@ enum ChildView {
                 var adjustment = DayAdjustment()
                 if case .int(let minutes)? = entry["extraMinutes"] { adjustment.extraMinutes = Int(clamping: minutes) }
                 if case .int(let minutes)? = entry["bedtimeDelayMinutes"] { adjustment.bedtimeDelayMinutes = Int(clamping: minutes) }
+                for (key, field) in [("downtimeDelayMinutes", \DayAdjustment.downtimeDelayMinutes), ("appExtraMinutes", \.appExtraMinutes)] {
+                    guard case .object(let named)? = entry[key] else { continue }
+                    for name in named.keys { if case .int(let minutes)? = named[name] { adjustment[keyPath: field][name] = Int(clamping: minutes) } }
+                }
                 adjustments[day] = adjustment
             }
         }

@@ -29,19 +29,20 @@ func describeGrant(extraMinutes: Int, bedtimeDelayMinutes: Int) -> String {
 extension Workspace {
     /// Signs and publishes a grant of extra time; returns its record id.
     func publishGrant(
-        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64
+        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64,
+        lift: GrantLift = GrantLift()
     ) throws -> String {
         try translatingErrors {
             try shared.publishGrant(
                 user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes,
-                requestId: requestId, now: now, keyRing: keyRing)
+                requestId: requestId, now: now, lift: lift, keyRing: keyRing)
         }
     }
 
     /// Prints what a grant did, and whether any computer confirms records here.
     func announceGrant(
         _ summary: String, user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, id: String,
-        requestId: Int64?, json: Bool
+        requestId: Int64?, json: Bool, lift: GrantLift = GrantLift()
     ) {
         finish()
         if json {
@@ -53,6 +54,15 @@ extension Workspace {
                 ("record", .string(id)),
             ])
             object["requestId"] = requestId.map { .int($0) } ?? .null
+            if let app = lift.app {
+                object["app"] = .string(app.app)
+                object["appMinutes"] = .int(Int64(app.minutes))
+            }
+            if let window = lift.downtime {
+                object["downtimeWindow"] = .string(window.window)
+                object["downtimeDelayMinutes"] = .int(Int64(window.delayMinutes))
+            }
+            if lift.endsBreak { object["endsBreak"] = .bool(true) }
             object["message"] = .string(summary)
             Output.line(JSONValue.object(object).prettyString)
             return
@@ -73,8 +83,10 @@ struct Grant: ParsableCommand {
         abstract: "Give a user extra time, or a later bedtime, for one day (today by default).",
         discussion: """
             Publishes a signed grant record through the shared directory, like a policy change; it adds \
-            to that day only, on top of other grants. Examples: curfew grant kid 30m; curfew grant kid 0 \
-            --bedtime 30m; curfew grant kid 1h --date 2026-12-24.
+            to that day only, on top of other grants. With --app the time is for that app's own limit \
+            (an app with a limit rule), not screen time. A day that is over is refused (exit status 64). \
+            Examples: curfew grant kid 30m; curfew grant kid 0 --bedtime 30m; curfew grant kid 1h --date \
+            2026-12-24; curfew grant kid 30m --app minecraft.
             """)
 
     @OptionGroup var location: LocationOptions
@@ -84,15 +96,38 @@ struct Grant: ParsableCommand {
     var bedtime: String?
     @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today in the policy's zone).", valueName: "date"))
     var date: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Give the time to this app's own limit instead of screen time.", valueName: "app"),
+        completion: Completions.apps)
+    var app: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
 
     func run() throws {
-        let extra = try parseExtraMinutes(duration, rule: "extra time")
+        var extra = try parseExtraMinutes(duration, rule: "extra time")
         let delay = try bedtime.map { try parseExtraMinutes($0, rule: "bedtime delay") } ?? 0
-        try translatingErrors { try GrantRecord.validate(extraMinutes: extra, bedtimeDelayMinutes: delay) }
+        var lift = GrantLift()
+        if let app {
+            try translatingErrors { try Policy.validateAppName(app) }
+            lift.app = GrantLift.App(app: app, minutes: extra)
+            extra = 0
+        }
+        try translatingErrors { try GrantRecord.validate(extraMinutes: extra, bedtimeDelayMinutes: delay, lift: lift) }
         let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
         let workspace = Workspace(location)
         let (policy, _) = try workspace.currentPolicy(of: user)
+        if let app {
+            // Time for an app lifts something only where the app has a limit; a name the catalog and the
+            // policy do not know is most likely a typing mistake.
+            let known = try policy.rule(for: app) != nil || loadCatalog().definition(named: app) != nil
+            guard known else {
+                throw CLIError(
+                    "unknown app \(quoted(app)): not in the app catalog and \(user)'s policy has no rule for it", .invalidArguments)
+            }
+            guard case .limit? = policy.rule(for: app) else {
+                throw CLIError("\(app) has no daily limit for \(user); more time for it would lift nothing", .invalidArguments)
+            }
+        }
         let now = Workspace.now()
         let today = Schedule.zone(for: policy).localTime(at: now).date
         let day = requested ?? today
@@ -104,10 +139,16 @@ struct Grant: ParsableCommand {
             }
         }
         let id = try workspace.publishGrant(
-            user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: nil, now: now)
+            user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: nil, now: now, lift: lift)
+        var summary = "granted \(describeGrant(extraMinutes: extra, bedtimeDelayMinutes: delay)) for \(user) on \(day) (record \(id))"
+        if let app = lift.app {
+            let when = day == today ? "today" : "on \(day)"
+            let bedtime = delay > 0 ? " and bedtime \(TimeAllowance.format(minutes: delay)) later" : ""
+            summary = "granted \(user) \(TimeAllowance.format(minutes: app.minutes)) more of \(app.app)\(bedtime) \(when) (record \(id))"
+        }
         workspace.announceGrant(
-            "granted \(describeGrant(extraMinutes: extra, bedtimeDelayMinutes: delay)) for \(user) on \(day) (record \(id))",
-            user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, id: id, requestId: nil, json: json)
+            summary, user: user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, id: id, requestId: nil, json: json,
+            lift: lift)
     }
 }
 
@@ -115,7 +156,9 @@ struct Request: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Ask a parent for more time today (run by a child; the agent records it).",
         discussion: """
-            At most \(RequestRules.maxPending) requests may wait for an answer, and at most \(RequestRules.maxPerHour) \
+            The agent records what blocks you as you ask (the daily limit, the weekly budget, bedtime, a \
+            downtime window, a break, or with --app that app's own limit), so a parent's approval lifts \
+            that; --app must name an app of the catalog or of your rules (else exit status 64). At most \(RequestRules.maxPending) requests may wait for an answer, and at most \(RequestRules.maxPerHour) \
             are recorded in any hour (answered ones included); past that the agent refuses with exit status 77, \
             like anything else a child may not do. The reason is plain text: at most \(RequestRules.maxReasonCharacters) \
             characters, no control characters (exit status 64).
@@ -126,6 +169,10 @@ struct Request: ParsableCommand {
         name: .long,
         help: ArgumentHelp("Why, in a few words (at most \(RequestRules.maxReasonCharacters) characters).", valueName: "text"))
     var reason: String?
+    @Option(
+        name: .long, help: ArgumentHelp("More time for this app (one the catalog or your rules name).", valueName: "app"),
+        completion: Completions.apps)
+    var app: String?
     @Option(help: ArgumentHelp("The agent's socket (default: $CURFEW_SOCKET, else /run/curfew/curfewd.sock).", valueName: "path"))
     var socket: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
@@ -134,8 +181,10 @@ struct Request: ParsableCommand {
         let minutes = try parseExtraMinutes(duration, rule: "requested time")
         let text = reason.flatMap { $0.isEmpty ? nil : $0 }
         try translatingErrors { try RequestRules.validate(minutes: Int64(minutes), reason: text) }
+        if let app { try translatingErrors { try Policy.validateAppName(app) } }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
-        guard let (line, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text), socket: socketPath) else {
+        guard let (line, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text, app: app), socket: socketPath)
+        else {
             throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
         }
         guard reply.ok, let id = reply.request?.id, case .object(let object)? = try? JSONValue.parse(line),
@@ -144,7 +193,10 @@ struct Request: ParsableCommand {
         if json {
             Output.line(request.prettyString)
         } else {
-            Output.line("asked for \(TimeAllowance.format(minutes: minutes)) more (request \(id)); a parent will answer")
+            // What blocks the child, as the agent recorded it: what the parent's approval will lift.
+            let blocked = reply.request?.cause.flatMap(UseBlock.init(code:)).map { ", blocked by \($0.words)" } ?? ""
+            let what = app.map { " of \($0)" } ?? ""
+            Output.line("asked for \(TimeAllowance.format(minutes: minutes)) more\(what) (request \(id)\(blocked)); a parent will answer")
         }
     }
 }
@@ -153,8 +205,12 @@ struct Requests: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the children's requests for more time (pending ones unless --all).",
         discussion: """
-            JSON: a list of {"id", "user", "minutes", "reason", "createdMs", "askedAt", "status", "answeredMs", \
-            "grantedMinutes", "answeredBy"}.
+            The "blocked by" column says what kept the child from their computer (or the app) when they \
+            asked, as the agent decided it then: daily limit, weekly budget, bedtime, downtime NAME, break, \
+            APP's limit, or - for nothing; curfew approve lifts that. JSON: a list of {"id", "user", \
+            "minutes", "reason", "createdMs", "askedAt", "status", "answeredMs", "grantedMinutes", \
+            "answeredBy", "cause" (daily-limit, weekly-limit, bedtime, downtime:NAME, break, app-limit:APP or \
+            null), "app"}.
             """)
 
     @OptionGroup var location: LocationOptions
@@ -176,14 +232,16 @@ struct Requests: ParsableCommand {
             return
         }
         let zone = ZoneRules.system
-        var rows = [["id", "user", "asked", "reason", "asked at", "status"]]
+        var rows = [["id", "user", "asked", "reason", "blocked by", "asked at", "status"]]
         for request in requests {
             var status = request.status.rawValue
             if request.status == .approved, let granted = request.grantedMinutes {
                 status += " \(TimeAllowance.format(minutes: granted))"
             }
             rows.append([
-                "\(request.id)", request.user, TimeAllowance.format(minutes: request.minutes), request.reason ?? "-",
+                "\(request.id)", request.user,
+                TimeAllowance.format(minutes: request.minutes) + (request.app.map { " of \($0)" } ?? ""),
+                request.reason ?? "-", request.cause?.words ?? "-",
                 Requests.clock(request.createdMilliseconds / 1000, zone), status,
             ])
         }
@@ -222,10 +280,15 @@ func translatingRequestErrors<T>(_ body: () throws -> T) throws -> T {
 
 struct Approve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Approve a child's request: grant the time asked for (or DURATION) for today.",
+        abstract: "Approve a child's request: grant what lifts the block they asked about (the time asked for, or DURATION).",
         discussion: """
-            At bedtime the grant moves that night's bedtime instead, so that it starts DURATION from now and \
-            the child may use the computer until then; otherwise it adds screen time to today.
+            The grant lifts what blocked the child when they asked (see curfew requests): at bedtime or in a \
+            downtime window that is still on, it moves that night's bedtime or that window's start so that it \
+            begins DURATION from now; in a break, it ends the break; at an app's own limit, or for a request \
+            that names an app with a limit, it gives that app DURATION more today; at the daily limit or the \
+            weekly budget (or when nothing blocked), DURATION more screen time today, which counts for the \
+            week too. It prints what was granted and until when; when nothing would be lifted (no limit to \
+            raise) it grants nothing and exits with status 64.
             """)
 
     @OptionGroup var location: LocationOptions
@@ -250,26 +313,12 @@ struct Approve: ParsableCommand {
         }
         let (policy, _) = try workspace.currentPolicy(of: request.user)
         let now = Workspace.now()
-        let zone = Schedule.zone(for: policy)
-        var day = zone.localTime(at: now).date
         let minutes = override ?? request.minutes
-        // What blocks the child now decides what lifts it: at bedtime, that night's bedtime moves so
-        // that it starts `minutes` from now; otherwise the day gets `minutes` more screen time.
-        var extra = minutes
-        var delay = 0
-        var summary = "granted \(TimeAllowance.format(minutes: minutes)) extra for \(request.user) on \(day)"
+        // What blocked the child when they asked decides what lifts it (`ExtraTime.plan`).
         let schedule = try workspace.savedDay(of: request.user, policy: policy, now: now).schedule
-        for night in [day, day.adding(days: -1)] {
-            guard let window = schedule.bedtimeInterval(startingOn: night), window.start <= now, now < window.end else { continue }
-            let already = schedule.adjustments[night]?.bedtimeDelayMinutes ?? 0
-            delay = Int((now - window.start + 59) / 60) + minutes
-            try translatingErrors { try GrantRecord.validate(extraMinutes: 0, bedtimeDelayMinutes: already + delay) }
-            extra = 0
-            day = night
-            let second = zone.localTime(at: window.start + Int64(delay) * 60).secondOfDay
-            let until = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
-            summary = "moved bedtime \(TimeAllowance.format(minutes: delay)) later for \(request.user) (the night of \(night)): up until \(until)"
-            break
+        let plan = try translatingErrors {
+            try ExtraTime.plan(
+                for: request.cause, app: request.app, minutes: minutes, user: request.user, schedule: schedule, now: now)
         }
         // One transaction: the request is answered only if the grant was published.
         let recordID = try translatingErrors {
@@ -277,15 +326,15 @@ struct Approve: ParsableCommand {
                 try store.write { db in
                     try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now * 1000, db)
                     return try workspace.publishGrant(
-                        user: request.user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, requestId: requestID,
-                        now: now)
+                        user: request.user, date: plan.date, extraMinutes: plan.extraMinutes,
+                        bedtimeDelayMinutes: plan.bedtimeDelayMinutes, requestId: requestID, now: now, lift: plan.lift)
                 }
             }
         }
         workspace.announceGrant(
-            "approved request \(requestID): \(summary) (record \(recordID))",
-            user: request.user, date: day, extraMinutes: extra, bedtimeDelayMinutes: delay, id: recordID,
-            requestId: requestID, json: json)
+            "approved request \(requestID): granted \(request.user) \(plan.words) (record \(recordID))",
+            user: request.user, date: plan.date, extraMinutes: plan.extraMinutes, bedtimeDelayMinutes: plan.bedtimeDelayMinutes,
+            id: recordID, requestId: requestID, json: json, lift: plan.lift)
     }
 }
 

@@ -252,11 +252,14 @@ struct ScheduleCommand: ParsableCommand {
         }
         table(rows).forEach { Output.line($0) }
         let limitText = limit.map { TimeAllowance.format(minutes: $0) } ?? "unlimited"
-        let granted = [
-            adjustment.extraMinutes > 0 ? "\(TimeAllowance.format(minutes: adjustment.extraMinutes)) extra" : nil,
-            adjustment.bedtimeDelayMinutes > 0
-                ? "bedtime \(TimeAllowance.format(minutes: adjustment.bedtimeDelayMinutes)) later" : nil,
-        ].compactMap { $0 }
+        let granted =
+            [
+                adjustment.extraMinutes > 0 ? "\(TimeAllowance.format(minutes: adjustment.extraMinutes)) extra" : nil,
+                adjustment.bedtimeDelayMinutes > 0
+                    ? "bedtime \(TimeAllowance.format(minutes: adjustment.bedtimeDelayMinutes)) later" : nil,
+            ].compactMap { $0 }
+            + adjustment.downtimeDelayMinutes.sorted { $0.key < $1.key }.map { "downtime \($0.key) \(TimeAllowance.format(minutes: $0.value)) later" }
+            + adjustment.appExtraMinutes.sorted { $0.key < $1.key }.map { "\(TimeAllowance.format(minutes: $0.value)) more of \($0.key)" }
         let grantText = granted.isEmpty ? "" : " (granted: \(granted.joined(separator: ", ")))"
         Output.line("daily limit \(limitText) within \(hours(allowed)) allowed\(grantText)")
         if let exception { Output.line("exception \(exception)") }

@@ -83,6 +83,9 @@ struct Status: ParsableCommand {
         if status.bedtimeDelayMinutes > 0 {
             rows.append(["bedtime", "\(TimeAllowance.format(minutes: status.bedtimeDelayMinutes)) later tonight (granted)"])
         }
+        for (window, minutes) in (status.downtimeDelayMinutes ?? [:]).sorted(by: { $0.key < $1.key }) {
+            rows.append(["downtime", "\(window) \(TimeAllowance.format(minutes: minutes)) later today (granted)"])
+        }
         rows.append(["state", status.state + (status.reason.map { ": \($0)" } ?? "")])
         // Local clock times and relative days: `time up at 19:42`, `allowed tomorrow at 07:00`.
         func at(_ iso: String) -> String {
@@ -122,9 +125,11 @@ struct Report: ParsableCommand {
         abstract: "Screen time against the limit, per day, app or hour, as a table, JSON, CSV or an HTML page with charts.",
         discussion: """
             Periods: --day DATE (default today), --week (the 7 days ending today), --month (the 30 days \
-            ending today), or --from DATE --to DATE. The limit shown is the policy in force now.
+            ending today), or --from DATE --to DATE. Each day's limit is that of the policy in force that day \
+            (from the signed records and their times) plus that day's extra time; grants and requests (with \
+            the child's reason) are events. A user who is no longer managed keeps their history.
             JSON: {"user", "timezone", "from", "to", "screenSeconds", "daysOverLimit", "days": [{"date", \
-            "screenSeconds", "limitMinutes", "overLimit", "apps": [{"app", "seconds"}], "hours": [{"hour", \
+            "screenSeconds", "limitMinutes", "extraMinutes", "overLimit", "apps": [{"app", "seconds"}], "hours": [{"hour", \
             "screenSeconds"}]}], "apps": [{"app", "seconds"}], "hours": [{"hour", "screenSeconds"}], "eventCounts": \
             {category: count}, "events": [{"time", "kind", "category", "message"}]}. CSV by day: \
             date,screen_seconds,limit_minutes; by app: date,app,seconds; by hour: date,hour,screen_seconds. \
@@ -171,7 +176,24 @@ struct Report: ParsableCommand {
             try translatingErrors { try Policy.validateUserName(target) }
             try ChildView.requireOwn(target, what: "report")
         }
-        let policy = try throughAgent ? ChildView.rules(of: target, socket: socket).policy : workspace.currentPolicy(of: target).policy
+        // Each day is judged by the policy in force that day (from the records and their times) and that
+        // day's extra time; a user who is no longer managed keeps their history.
+        var history: (records: [PolicyMerge.Input], grants: [GrantSummary], adjustments: [LocalDate: DayAdjustment]) = ([], [], [:])
+        let policy: Policy
+        if throughAgent {
+            let rules = try ChildView.rules(of: target, socket: socket)
+            policy = rules.policy
+            history.adjustments = rules.adjustments
+        } else {
+            history = try workspace.reportHistory(of: target)
+            do {
+                policy = try workspace.currentPolicy(of: target).policy
+            } catch let error as CLIError {
+                let newest = history.records.sorted { ($0.record.time, $0.id) < ($1.record.time, $1.id) }.last { $0.record.policy != nil }
+                guard let kept = newest?.record.policy else { throw error }
+                policy = kept
+            }
+        }
         let zone = Schedule.zone(for: policy)
         let today = zone.localTime(at: Workspace.now()).date
         let (first, last): (LocalDate, LocalDate) =
@@ -213,7 +235,10 @@ struct Report: ParsableCommand {
             computers = list
         }
         workspace.finish()
-        var report = UsageReport.make(user: target, policy: policy, zone: zone, from: first, to: last, rows: rows, events: events)
+        let policies = PolicyHistory.policies(records: history.records, zone: zone, from: first, to: last)
+        var report = UsageReport.make(
+            user: target, policy: policy, zone: zone, from: first, to: last, rows: rows, events: events, policies: policies,
+            adjustments: history.adjustments, grants: history.grants)
         report.computers = computers
         let text: String
         switch format {

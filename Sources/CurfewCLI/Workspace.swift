@@ -192,6 +192,26 @@ final class Workspace {
         return (Schedule(policy: policy, zone: zone, adjustments: adjustments), totals, others)
     }
 
+    /// What a report of `user` judges past days by: every verified policy record of theirs (removals
+    /// too), their grants, and each day's extra time (grants plus what the child took under their
+    /// allowance).
+    func reportHistory(of user: String) throws -> (
+        records: [PolicyMerge.Input], grants: [GrantSummary], adjustments: [LocalDate: DayAdjustment]
+    ) {
+        try translatingErrors { try Policy.validateUserName(user) }
+        let scan = try self.scan(warningsFor: user)
+        let records = try scan.records(of: user).map { PolicyMerge.Input(id: $0.id, record: try load($0)) }
+        var adjustments = scan.adjustments[user] ?? [:]
+        let newest = records.max { ($0.record.time, $0.id) < ($1.record.time, $1.id) }
+        let zone = (newest?.record.policy).map { Schedule.zone(for: $0) } ?? ZoneRules.system
+        let uses = (try? openStore().read { try RequestTable.selfService(user: user, since: 0, $0) }) ?? []
+        for use in uses {
+            adjustments[zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date, default: DayAdjustment()].extraMinutes +=
+                use.grantedMinutes ?? use.minutes
+        }
+        return (records, scan.grants.filter { $0.user == user }, adjustments)
+    }
+
     /// Screen time of `user` saved on this computer in the week of `now` (from Monday, today included),
     /// in milliseconds, when the policy has a weekly budget; else nil.
     func savedWeek(of user: String, policy: Policy, now: Int64) throws -> Int64? {

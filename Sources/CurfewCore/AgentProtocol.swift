@@ -10,8 +10,8 @@ public enum AgentRequest: Sendable, Equatable {
     case status(user: String?)
     /// May `user` log in now, for PAM's `service`?
     case checkLogin(user: String, service: String?)
-    /// A child asks for more time.
-    case request(minutes: Int64, reason: String?)
+    /// A child asks for more time (for one app, when `app` names it).
+    case request(minutes: Int64, reason: String?, app: String? = nil)
     /// A child takes the extra time their policy's allowance gives without asking.
     case extend
     /// Today's figures of `user` (nil: the caller), sent again whenever they change, on a connection
@@ -40,10 +40,12 @@ public enum AgentRequest: Sendable, Equatable {
             object["command"] = .string("check-login")
             object["user"] = .string(user)
             if let service { object["service"] = .string(service) }
-        case .request(let minutes, let reason):
+        case .request(let minutes, let reason, let app):
             object["command"] = .string("request")
             object["minutes"] = .int(minutes)
             object["reason"] = reason.map { .string($0) } ?? .null
+            // Only when set: an agent from before `app` reads the line it always read.
+            if let app { object["app"] = .string(app) }
         case .extend:
             object["command"] = .string("extend")
         case .watch(let user):
@@ -100,9 +102,17 @@ public enum AgentRequest: Sendable, Equatable {
             guard case .int(let minutes)? = object["minutes"] else {
                 return .failure(AgentError(.badRequest, "\"minutes\" must be a whole number"))
             }
+            let app: String?
+            switch object["app"] {
+            case nil, .null?: app = nil
+            case .string(let name)?:
+                do { try Policy.validateAppName(name) } catch { return .failure(AgentError(.badRequest, error.message)) }
+                app = name
+            default: return .failure(AgentError(.badRequest, "\"app\" must be a string"))
+            }
             switch object["reason"] {
-            case nil, .null?: return .success(.request(minutes: minutes, reason: nil))
-            case .string(let text)?: return .success(.request(minutes: minutes, reason: text.isEmpty ? nil : text))
+            case nil, .null?: return .success(.request(minutes: minutes, reason: nil, app: app))
+            case .string(let text)?: return .success(.request(minutes: minutes, reason: text.isEmpty ? nil : text, app: app))
             default: return .failure(AgentError(.badRequest, "\"reason\" must be a string"))
             }
         case "extend":
@@ -165,6 +175,8 @@ public struct AgentReply: Sendable, Equatable, Decodable {
     /// What `request` answers: the request as recorded.
     public struct RecordedRequest: Sendable, Equatable, Decodable {
         public var id: Int64
+        /// What blocked the child when they asked (`UseBlock.code`); nil when nothing did.
+        public var cause: String?
     }
 
     public var ok: Bool
@@ -217,10 +229,14 @@ public struct StatusReport: Sendable, Equatable, Codable {
         public var app: String
         /// `block`, `limit` or `allow`.
         public var rule: String
+        /// Today's limit, extra time included.
         public var limitMinutes: Int?
         public var seconds: Int64
+        /// Extra time a parent gave the app today (part of `limitMinutes`); nil when none.
+        public var extraMinutes: Int?
 
-        public init(app: String, rule: String, limitMinutes: Int?, seconds: Int64) {
+        public init(app: String, rule: String, limitMinutes: Int?, seconds: Int64, extraMinutes: Int? = nil) {
+            self.extraMinutes = extraMinutes
             self.app = app
             self.rule = rule
             self.limitMinutes = limitMinutes
@@ -275,6 +291,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var rules: [Rule]?
     public var blocked: [Window]?
     public var selfExtension: Allowance?
+    /// How much later a parent moved each downtime window that starts today; nil when none.
+    public var downtimeDelayMinutes: [String: Int]? = nil
 
     public init(
         user: String, date: String, timezone: String, screenSeconds: Int64, otherComputersSeconds: Int64?, limitMinutes: Int?,

@@ -24,7 +24,8 @@ public enum ChildWords {
         default:
             let limit = rule.limitMinutes.map { duration(seconds: Int64($0) * 60) } ?? "no limit"
             let used = rule.seconds < 60 ? "0 min" : duration(seconds: rule.seconds)
-            return "\(rule.app) \(used) of \(limit)"
+            let extra = rule.extraMinutes.map { " (\(duration(seconds: Int64($0) * 60)) extra granted today)" } ?? ""
+            return "\(rule.app) \(used) of \(limit)\(extra)"
         }
     }
 

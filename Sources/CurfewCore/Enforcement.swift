@@ -133,7 +133,9 @@ public enum Enforcement {
             switch rule.rule {
             case .block:
                 if running.contains(rule.app) { stop[rule.app] = .blocked }
-            case .limit(let minutes):
+            case .limit(let ruleMinutes):
+                // Extra time a parent gave the app today raises its limit.
+                let minutes = schedule.appLimitMinutes(rule.app, on: decision.date) ?? ruleMinutes
                 let left = Int64(minutes) * 60 - (usage.appSeconds[rule.app] ?? 0)
                 if left <= 0 {
                     if running.contains(rule.app) { stop[rule.app] = .appLimit(minutes: minutes) }

@@ -4,10 +4,24 @@ public struct DayAdjustment: Sendable, Equatable {
     public var extraMinutes: Int
     /// Moves the start of the bedtime window that begins on that day.
     public var bedtimeDelayMinutes: Int
+    /// Added to each named app's own limit that day.
+    public var appExtraMinutes: [String: Int]
+    /// Moves the start of each named downtime window that begins on that day.
+    public var downtimeDelayMinutes: [String: Int]
 
-    public init(extraMinutes: Int = 0, bedtimeDelayMinutes: Int = 0) {
+    public init(
+        extraMinutes: Int = 0, bedtimeDelayMinutes: Int = 0, appExtraMinutes: [String: Int] = [:],
+        downtimeDelayMinutes: [String: Int] = [:]
+    ) {
         self.extraMinutes = extraMinutes
         self.bedtimeDelayMinutes = bedtimeDelayMinutes
+        self.appExtraMinutes = appExtraMinutes
+        self.downtimeDelayMinutes = downtimeDelayMinutes
+    }
+
+    /// Whether nothing was granted.
+    public var isEmpty: Bool {
+        extraMinutes == 0 && bedtimeDelayMinutes == 0 && appExtraMinutes.isEmpty && downtimeDelayMinutes.isEmpty
     }
 }
 
@@ -114,6 +128,28 @@ public struct Schedule: Sendable {
         return minutes + (adjustments[date]?.extraMinutes ?? 0)
     }
 
+    /// The week's budget in minutes as it stands on `date`: the policy's, raised by the extra time
+    /// granted from that week's Monday through `date` (extra time is more time for the week too, or a
+    /// grant on a day the week's budget is used up would lift nothing). nil without a weekly budget.
+    public func weekLimitMinutes(on date: LocalDate) -> Int? {
+        guard let week = policy.weeklyLimitMinutes else { return nil }
+        guard !adjustments.isEmpty else { return week }
+        var extra = 0
+        var day = date.weekStart
+        while day <= date {
+            extra += adjustments[day]?.extraMinutes ?? 0
+            day = day.adding(days: 1)
+        }
+        return week + extra
+    }
+
+    /// An app's own limit on `date` in minutes including extra time for it; nil when the app has no
+    /// limit (no rule, `allow` or `block`).
+    public func appLimitMinutes(_ app: String, on date: LocalDate) -> Int? {
+        guard case .limit(let minutes)? = policy.rule(for: app) else { return nil }
+        return minutes + (adjustments[date]?.appExtraMinutes[app] ?? 0)
+    }
+
     /// The bedtime window starting on `date`: an exception's, else the weekday's.
     public func bedtimeWindow(startingOn date: LocalDate) -> BedtimeWindow? {
         if let exception = exception(on: date), let bedtime = exception.bedtime { return bedtime }
@@ -136,8 +172,9 @@ public struct Schedule: Sendable {
         guard !policy.downtime.isEmpty, exception(on: date)?.liftsDowntime != true else { return [] }
         let weekday = date.weekday
         var intervals: [(start: Int64, end: Int64, window: DowntimeWindow)] = []
+        let delays = adjustments[date]?.downtimeDelayMinutes ?? [:]
         for window in policy.downtime where window.days.contains(weekday) {
-            let start = zone.instant(date, window.start)
+            let start = zone.instant(date, window.start) + Int64(delays[window.name] ?? 0) * 60
             let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
             if start < end { intervals.append((start, end, window)) }
         }
@@ -276,7 +313,7 @@ public struct Schedule: Sendable {
     func state(cause: BlockCause?, date: LocalDate, usage: ScheduleUsage) -> UseState {
         if let cause { return cause.state }
         if let limit = limitMinutes(on: date), usage.daySeconds >= Int64(limit) * 60 { return .limitReached }
-        if let week = policy.weeklyLimitMinutes, (usage.weekSeconds ?? usage.daySeconds) >= Int64(week) * 60 {
+        if let week = weekLimitMinutes(on: date), (usage.weekSeconds ?? usage.daySeconds) >= Int64(week) * 60 {
             return .weekLimitReached
         }
         if let breaks = policy.breaks, usage.continuousSeconds >= Int64(breaks.afterMinutes) * 60,
@@ -311,7 +348,8 @@ public struct Schedule: Sendable {
         let state = self.state(cause: nowSpan.cause, date: today, usage: figures)
         let limit = limitMinutes(on: today)
         let limitLeft = limit.map { max(0, Int64($0) * 60 - usage.daySeconds) }
-        let weekLeft = policy.weeklyLimitMinutes.map { max(0, Int64($0) * 60 - figures.weekSeconds!) }
+        let weekLimit = weekLimitMinutes(on: today)
+        let weekLeft = weekLimit.map { max(0, Int64($0) * 60 - figures.weekSeconds!) }
 
         var cursor = now
         var current = state
@@ -325,7 +363,7 @@ public struct Schedule: Sendable {
             var end = span.end
             if current == .allowed {
                 if let limit = limitMinutes(on: plan.date) { end = min(end, cursor + Int64(limit) * 60 - figures.daySeconds) }
-                if let week = policy.weeklyLimitMinutes { end = min(end, cursor + Int64(week) * 60 - figures.weekSeconds!) }
+                if let week = weekLimitMinutes(on: plan.date) { end = min(end, cursor + Int64(week) * 60 - figures.weekSeconds!) }
                 if let breakAfter { end = min(end, cursor + breakAfter - figures.continuousSeconds) }
                 let used = end - cursor
                 figures.daySeconds += used
@@ -379,8 +417,8 @@ public struct Schedule: Sendable {
         return Decision(
             state: state, date: today, limitMinutes: limit, usedSeconds: usage.daySeconds,
             limitRemainingSeconds: limitLeft, remainingSeconds: remaining, nextChange: nextChange,
-            allowedAgainAt: allowedAgain, weekLimitMinutes: policy.weeklyLimitMinutes,
-            weekUsedSeconds: policy.weeklyLimitMinutes == nil ? nil : (usage.weekSeconds ?? usage.daySeconds),
+            allowedAgainAt: allowedAgain, weekLimitMinutes: weekLimit,
+            weekUsedSeconds: weekLimit == nil ? nil : (usage.weekSeconds ?? usage.daySeconds),
             weekRemainingSeconds: weekLeft, window: window, blockedUntil: until,
             breakMinutes: policy.breaks?.lengthMinutes, exception: exception(on: today).map(\.range))
     }

@@ -439,6 +439,13 @@ public struct BreakClock: Sendable, Equatable {
         }
     }
 
+    /// A parent ended the break (a grant that `endsBreak`): the stretch starts again from nothing, as
+    /// after a pause of the break's length.
+    public mutating func endBreak() {
+        continuousMilliseconds = 0
+        pauseMilliseconds = 0
+    }
+
     public var continuousSeconds: Int64 { continuousMilliseconds / 1000 }
     public var pauseSeconds: Int64 { pauseMilliseconds / 1000 }
 

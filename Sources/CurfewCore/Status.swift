@@ -44,11 +44,13 @@ public struct UserStatus: Sendable, Equatable {
         names.subtract(Accounting.sessionPlumbing)
         let apps = names.map { App(app: $0, milliseconds: totals[$0] ?? 0, running: running.contains($0)) }
             .sorted { ($0.milliseconds, $1.app) > ($1.milliseconds, $0.app) }
-        let rules = policy.apps.map { rule -> StatusReport.Rule in
-            let limit: Int? = if case .limit(let minutes) = rule.rule { minutes } else { nil }
-            return StatusReport.Rule(app: rule.app, rule: rule.rule.name, limitMinutes: limit, seconds: seconds(totals[rule.app] ?? 0))
-        }
         let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
+        // An app's limit as it stands today: with the extra time a parent gave it.
+        let rules = policy.apps.map { rule -> StatusReport.Rule in
+            StatusReport.Rule(
+                app: rule.app, rule: rule.rule.name, limitMinutes: schedule.appLimitMinutes(rule.app, on: decision.date),
+                seconds: seconds(totals[rule.app] ?? 0), extraMinutes: adjustments[decision.date]?.appExtraMinutes[rule.app])
+        }
         let dayStart = zone.startOfDay(decision.date)
         let dayEnd = zone.startOfDay(decision.date.adding(days: 1))
         func clock(_ instant: Int64) -> String {
@@ -71,7 +73,7 @@ public struct UserStatus: Sendable, Equatable {
 
     /// The figures as `curfew status` reads them (the same fields as `json`).
     public var report: StatusReport {
-        StatusReport(
+        var report = StatusReport(
             user: user, date: "\(date)", timezone: timezone, screenSeconds: UserStatus.seconds(screenMilliseconds),
             otherComputersSeconds: otherComputersMilliseconds.map(UserStatus.seconds), limitMinutes: decision.limitMinutes,
             extraMinutes: adjustment.extraMinutes, bedtimeDelayMinutes: adjustment.bedtimeDelayMinutes,
@@ -81,6 +83,8 @@ public struct UserStatus: Sendable, Equatable {
             apps: apps.map { StatusReport.App(app: $0.app, seconds: UserStatus.seconds($0.milliseconds), running: $0.running) },
             rules: rules, blocked: blocked,
             selfExtension: selfExtension.map { StatusReport.Allowance(minutes: $0.minutes, perWeek: $0.perWeek) })
+        if !adjustment.downtimeDelayMinutes.isEmpty { report.downtimeDelayMinutes = adjustment.downtimeDelayMinutes }
+        return report
     }
 
     /// Rounded to whole seconds, as reports show them.
@@ -104,6 +108,11 @@ public struct UserStatus: Sendable, Equatable {
                 ("state", .string(decision.state.rawValue)),
             ])
         object["reason"] = decision.reason.map { .string($0) } ?? .null
+        // Downtime windows a parent moved today, only when there are some (the fields above read as before).
+        if !adjustment.downtimeDelayMinutes.isEmpty {
+            object["downtimeDelayMinutes"] = .object(
+                JSONObject(adjustment.downtimeDelayMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
+        }
         // The schedule rules of issue 16, only when they apply (the fields above read as before).
         if let window = decision.window { object["window"] = .string(window) }
         if let exception = decision.exception { object["exception"] = .string(exception) }
@@ -129,10 +138,11 @@ public struct UserStatus: Sendable, Equatable {
         object["rules"] = .array(
             rules.map { rule in
                 .object(
-                    JSONObject([
-                        ("app", .string(rule.app)), ("rule", .string(rule.rule)),
-                        ("limitMinutes", rule.limitMinutes.map { .int(Int64($0)) } ?? .null), ("seconds", .int(rule.seconds)),
-                    ]))
+                    JSONObject(
+                        [
+                            ("app", .string(rule.app)), ("rule", .string(rule.rule)),
+                            ("limitMinutes", rule.limitMinutes.map { .int(Int64($0)) } ?? .null), ("seconds", .int(rule.seconds)),
+                        ] + (rule.extraMinutes.map { [("extraMinutes", JSONValue.int(Int64($0)))] } ?? [])))
             })
         object["blocked"] = .array(
             blocked.map { window in

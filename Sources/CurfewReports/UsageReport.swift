@@ -18,8 +18,11 @@ public struct UsageReport: Sendable {
     public struct Day: Sendable {
         public var date: LocalDate
         public var screenSeconds: Int64
-        /// The daily limit of the policy in force now for that weekday; nil: unlimited.
+        /// The daily limit of that day: the policy in force that day (else the one in force now), plus
+        /// that day's extra time; nil: unlimited.
         public var limitMinutes: Int?
+        /// Extra time granted that day (part of `limitMinutes`).
+        public var extraMinutes: Int = 0
         /// Most used first (then by name).
         public var apps: [AppTime]
         /// Screen time in each local hour 0...23.
@@ -112,9 +115,16 @@ public struct UsageReport: Sendable {
     }
 
     /// Milliseconds are summed per bucket first and rounded to seconds once (as `curfew status` does).
+    ///
+    /// - Parameters:
+    ///   - policy: the policy in force now, for days `policies` has none for.
+    ///   - policies: the policy in force on each day (`PolicyHistory`).
+    ///   - adjustments: each day's extra time (grants and the child's own extensions).
+    ///   - grants: the user's grants; those no event of the agent mentions are added to the timeline.
     public static func make(
         user: String, policy: Policy, zone: ZoneRules, from: LocalDate, to: LocalDate, rows: [UsageRow],
-        events: [AgentEvent]
+        events: [AgentEvent], policies: [LocalDate: Policy] = [:], adjustments: [LocalDate: DayAdjustment] = [:],
+        grants: [GrantSummary] = []
     ) -> UsageReport {
         let first = from.daysSinceEpoch
         let count = to.daysSinceEpoch - first + 1
@@ -137,22 +147,48 @@ public struct UsageReport: Sendable {
                 appTotals[row.app, default: 0] += row.milliseconds
             }
         }
-        let schedule = Schedule(policy: policy, zone: zone)
+        let now = Schedule(policy: policy, zone: zone, adjustments: adjustments)
         let days = (0..<count).map { index in
             let date = LocalDate(daysSinceEpoch: first + index)
+            let schedule = policies[date].map { Schedule(policy: $0, zone: zone, adjustments: adjustments) } ?? now
+            let limit = schedule.limitMinutes(on: date)
             return Day(
-                date: date, screenSeconds: UserStatus.seconds(screen[index]), limitMinutes: schedule.limitMinutes(on: date),
+                date: date, screenSeconds: UserStatus.seconds(screen[index]), limitMinutes: limit,
+                extraMinutes: limit == nil ? 0 : adjustments[date]?.extraMinutes ?? 0,
                 apps: ranked(appsByDay[index]), hourSeconds: hours[index].map(UserStatus.seconds))
         }
-        let timeline = events.sorted { ($0.time, $0.id ?? 0) < ($1.time, $1.id ?? 0) }.map { event in
+        var timeline = events.map { event in
             TimelineEvent(
-                time: floorDivide(event.time, 1000), kind: event.kind.rawValue, message: event.message,
+                time: floorDivide(event.time, 1000), kind: event.kind.rawValue, message: describe(event),
                 category: TimelineEvent.Category(kind: event.kind))
         }
+        // A grant the agent never announced (it was off, or the user is no longer managed) is still
+        // extra time that day.
+        var announced = Set<String>()
+        for event in events where event.kind == .extraTimeGranted {
+            if case .object(let data)? = event.data, case .string(let record)? = data["record"] { announced.insert(record) }
+        }
+        let start = zone.startOfDay(from)
+        let end = zone.startOfDay(to.adding(days: 1))
+        for grant in grants where grant.user == user && !announced.contains(grant.id) && grant.date >= from && grant.date <= to {
+            timeline.append(
+                TimelineEvent(
+                    time: min(max(grant.time, start), end - 1), kind: EventKind.extraTimeGranted.rawValue,
+                    message: grant.words + (grant.requestId.map { " (request \($0))" } ?? ""), category: .grant))
+        }
+        timeline.sort { ($0.time, $0.kind, $0.message) < ($1.time, $1.kind, $1.message) }
         return UsageReport(
             user: user, timezone: zone.identifier, from: from, to: to, days: days, apps: ranked(appTotals),
             hourSeconds: hourTotals.map(UserStatus.seconds), screenSeconds: UserStatus.seconds(screenTotal), events: timeline,
             eventTimes: timeline.map { zone.iso8601($0.time) }, zone: zone)
+    }
+
+    /// An event's words; a request's with the child's reason (every form escapes it as it prints it).
+    static func describe(_ event: AgentEvent) -> String {
+        guard event.kind == .timeRequested || event.kind == .selfExtension, case .object(let data)? = event.data,
+            case .string(let reason)? = data["reason"], !reason.isEmpty
+        else { return event.message }
+        return "\(event.message), reason: \(reason)"
     }
 
     static func ranked(_ totals: [String: Int64]) -> [AppTime] {
@@ -186,6 +222,7 @@ public struct UsageReport: Sendable {
                     ("date", .string("\(day.date)")),
                     ("screenSeconds", .int(day.screenSeconds)),
                     ("limitMinutes", day.limitMinutes.map { .int(Int64($0)) } ?? .null),
+                    ("extraMinutes", .int(Int64(day.extraMinutes))),
                     ("overLimit", .bool(day.isOverLimit)),
                     ("apps", apps(day.apps)),
                     ("hours", hours(day.hourSeconds)),
@@ -287,6 +324,14 @@ public struct UsageReport: Sendable {
                 colours.append(UsageReport.colour(used: day.screenSeconds, limit: day.limitMinutes, palette))
             }
             lines += UsageReport.columns(rows, lastColumnColours: colours, palette: palette)
+            // Extra time asked for and granted, with the child's reasons (escaped for the terminal).
+            let extra = events.enumerated().filter { $0.element.category == .grant }
+            if !extra.isEmpty {
+                lines.append("  extra time:")
+                for (index, event) in extra {
+                    lines.append("    \(eventTimes[index].prefix(16).replacingOccurrences(of: "T", with: " "))  \(UntrustedText.terminal(event.message))")
+                }
+            }
             if days.count > 1 {
                 let over = daysOverLimit
                 lines.append(

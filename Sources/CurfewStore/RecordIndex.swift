@@ -11,7 +11,8 @@ public enum RecordIndex {
             sql: """
                 SELECT name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
                        base_version, author, time, removes_user, kind, date, extra_minutes,
-                       bedtime_delay_minutes, request_id, may_be_incomplete
+                       bedtime_delay_minutes, request_id, may_be_incomplete, grant_app, grant_app_minutes,
+                       grant_downtime_window, grant_downtime_delay_minutes, grant_ends_break
                 FROM record_index
                 """)
         while let row = try rows.next() {
@@ -26,7 +27,7 @@ public enum RecordIndex {
                 verdict = .validGrant(
                     GrantSummary(
                         id: name, user: user, date: date, extraMinutes: extra, bedtimeDelayMinutes: delay, author: author,
-                        time: time, requestId: row["request_id"]))
+                        time: time, requestId: row["request_id"], lift: lift(row)))
             } else if (row["verdict"] as String) == "valid", kind != RecordFormat.grantKind, let user: String = row["user"], let version: Int = row["version"],
                 let base: Int = row["base_version"], let author: String = row["author"], let time: Int64 = row["time"],
                 let removes: Bool = row["removes_user"]
@@ -51,8 +52,9 @@ public enum RecordIndex {
                 INSERT OR REPLACE INTO record_index
                     (name, device, inode, size, mtime_ns, ctime_ns, verdict, reason, user, version,
                      base_version, author, time, removes_user, kind, date, extra_minutes,
-                     bedtime_delay_minutes, request_id, may_be_incomplete)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     bedtime_delay_minutes, request_id, may_be_incomplete, grant_app, grant_app_minutes,
+                     grant_downtime_window, grant_downtime_delay_minutes, grant_ends_break)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for entry in entries {
             let identity = entry.identity
@@ -75,8 +77,28 @@ public enum RecordIndex {
                 arguments += ["invalid", reason, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil]
             }
             if case .invalid(_, .mayBeIncomplete) = entry.verdict { arguments += [true] } else { arguments += [false] }
+            if case .validGrant(let grant) = entry.verdict {
+                arguments += [
+                    grant.lift.app?.app, grant.lift.app?.minutes, grant.lift.downtime?.window, grant.lift.downtime?.delayMinutes,
+                    grant.lift.endsBreak,
+                ]
+            } else {
+                arguments += [nil, nil, nil, nil, false]
+            }
             try statement.execute(arguments: arguments)
         }
+    }
+
+    /// What a grant's row says it lifts besides screen time and bedtime.
+    static func lift(_ row: Row) -> GrantLift {
+        var lift = GrantLift(endsBreak: row["grant_ends_break"])
+        if let app: String = row["grant_app"], let minutes: Int = row["grant_app_minutes"] {
+            lift.app = GrantLift.App(app: app, minutes: minutes)
+        }
+        if let window: String = row["grant_downtime_window"], let minutes: Int = row["grant_downtime_delay_minutes"] {
+            lift.downtime = GrantLift.Window(window: window, delayMinutes: minutes)
+        }
+        return lift
     }
 
     /// Forgets files that are no longer in the directory.

@@ -21,11 +21,19 @@ public struct TimeRequest: Sendable, Equatable {
     public var answeredBy: String?
     /// Whether the child was told the answer.
     public var notified: Bool
+    /// What blocked the child when they asked; nil when nothing did (or for a request made before
+    /// causes were recorded).
+    public var cause: UseBlock?
+    /// The app the child asked more time for (`curfew request 30m --app minecraft`).
+    public var app: String?
 
     public init(
         id: Int64, user: String, minutes: Int, reason: String?, createdMilliseconds: Int64, status: Status,
-        answeredMilliseconds: Int64? = nil, grantedMinutes: Int? = nil, answeredBy: String? = nil, notified: Bool = false
+        answeredMilliseconds: Int64? = nil, grantedMinutes: Int? = nil, answeredBy: String? = nil, notified: Bool = false,
+        cause: UseBlock? = nil, app: String? = nil
     ) {
+        self.cause = cause
+        self.app = app
         self.id = id
         self.user = user
         self.minutes = minutes
@@ -55,24 +63,27 @@ public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
 /// The `requests` table: children's requests for more time and the parents' answers.
 public enum RequestTable {
     static let columns =
-        "id, user, minutes, reason, created_ms, status, answered_ms, granted_minutes, answered_by, notified"
+        "id, user, minutes, reason, created_ms, status, answered_ms, granted_minutes, answered_by, notified, cause, app"
 
     static func request(_ row: Row) -> TimeRequest {
         TimeRequest(
             id: row["id"], user: row["user"], minutes: row["minutes"], reason: row["reason"], createdMilliseconds: row["created_ms"],
             status: TimeRequest.Status(rawValue: row["status"]) ?? .pending, answeredMilliseconds: row["answered_ms"],
-            grantedMinutes: row["granted_minutes"], answeredBy: row["answered_by"], notified: row["notified"])
+            grantedMinutes: row["granted_minutes"], answeredBy: row["answered_by"], notified: row["notified"],
+            cause: (row["cause"] as String?).flatMap(UseBlock.init(code:)), app: row["app"])
     }
 
     /// Records a new pending request; `now` in milliseconds.
     @discardableResult
-    public static func add(user: String, minutes: Int, reason: String?, now: Int64, _ db: Database) throws -> TimeRequest {
+    public static func add(
+        user: String, minutes: Int, reason: String?, now: Int64, cause: UseBlock? = nil, app: String? = nil, _ db: Database
+    ) throws -> TimeRequest {
         try db.execute(
-            sql: "INSERT INTO requests (user, minutes, reason, created_ms) VALUES (?, ?, ?, ?)",
-            arguments: [user, minutes, reason, now])
+            sql: "INSERT INTO requests (user, minutes, reason, created_ms, cause, app) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [user, minutes, reason, now, cause?.code, app])
         return TimeRequest(
             id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, createdMilliseconds: now,
-            status: .pending)
+            status: .pending, cause: cause, app: app)
     }
 
     /// Who answers a self-service extension (`curfew extend`): the policy's allowance, not a parent.
@@ -181,6 +192,8 @@ extension TimeRequest {
         object["answeredMs"] = answeredMilliseconds.map { .int($0) } ?? .null
         object["grantedMinutes"] = grantedMinutes.map { .int(Int64($0)) } ?? .null
         object["answeredBy"] = answeredBy.map { .string($0) } ?? .null
+        object["cause"] = cause.map { .string($0.code) } ?? .null
+        object["app"] = app.map { .string($0) } ?? .null
         return .object(object)
     }
 }

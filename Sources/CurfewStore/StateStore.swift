@@ -200,6 +200,28 @@ public final class StateStore: Sendable {
                         WHERE verdict = 'invalid' AND (reason = 'content does not match its name (hash)' OR reason LIKE 'not valid JSON%');
                     """)
         }
+        migrator.registerMigration("v8-request-cause-grant-lifts") { db in
+            // What blocked the child when they asked (`daily-limit`, `bedtime`, `downtime:school`,
+            // `app-limit:minecraft`, ...; NULL: nothing did, or a request made before this column), and
+            // the app the request names: what `curfew approve` lifts.
+            try db.execute(
+                sql: """
+                    ALTER TABLE requests ADD COLUMN cause TEXT;
+                    ALTER TABLE requests ADD COLUMN app TEXT;
+                    """)
+            // What a grant lifts besides screen time and bedtime, kept with its checked verdict. A grant
+            // an older version refused for a field it did not know is checked again.
+            try db.execute(
+                sql: """
+                    ALTER TABLE record_index ADD COLUMN grant_app TEXT;
+                    ALTER TABLE record_index ADD COLUMN grant_app_minutes INTEGER;
+                    ALTER TABLE record_index ADD COLUMN grant_downtime_window TEXT;
+                    ALTER TABLE record_index ADD COLUMN grant_downtime_delay_minutes INTEGER;
+                    ALTER TABLE record_index ADD COLUMN grant_ends_break INTEGER NOT NULL DEFAULT 0
+                        CHECK (grant_ends_break IN (0, 1));
+                    DELETE FROM record_index WHERE verdict = 'invalid' AND reason LIKE 'unknown record field%';
+                    """)
+        }
         return migrator
     }
 }

@@ -56,14 +56,14 @@ public struct SharedDirectory: Sendable {
     /// `approve-pin` give time. Returns the record's id.
     public func publishGrant(
         user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64,
-        keyRing: KeyRing
+        lift: GrantLift = GrantLift(), keyRing: KeyRing
     ) throws -> String {
         let key = try keyRing.loadSigningKey()
         var generator = SystemRandomNumberGenerator()
         let nonce = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
         let grant = GrantRecord(
             user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, author: key.id,
-            time: now, nonce: nonce, requestId: requestId)
+            time: now, nonce: nonce, requestId: requestId, lift: lift)
         return try publish(grant, signedBy: key)
     }
 

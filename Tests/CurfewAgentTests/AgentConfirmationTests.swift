@@ -234,3 +234,30 @@ import Testing
         #expect(unmerged[right.id]?.outcome == .applied && unmerged[left.id]?.reason == ConfirmationPlan.lostTie)
     }
 }
+
+extension AgentConfirmationTests {
+    /// A grant with a field this agent does not know (one a newer `curfew` wrote, as `app` is to an
+    /// agent from before issue 16) is answered with a `rejected` confirmation that names the field, so
+    /// the parent sees which computer must be updated; what is enforced does not change.
+    @Test func aGrantWithAnUnknownFieldIsRejectedNamingTheField() throws {
+        let fixture = try Fixture()
+        defer { fixture.cleanUp() }
+        _ = try fixture.shared.publish(fixture.record(1, limit: 120), signedBy: fixture.key)
+        let grant = GrantRecord(
+            user: "synckid", date: try LocalDate.parse("2026-11-25"), extraMinutes: 30, bedtimeDelayMinutes: 0, author: fixture.key.id,
+            time: 1_790_000_100, nonce: String(repeating: "1f", count: 16))
+        guard case .object(var payload) = grant.signedPayload else { Issue.record("not an object"); return }
+        payload["appColour"] = .string("green")
+        let signature = try fixture.key.sign(Array(RecordFormat.signingDomain.utf8) + JSONValue.object(payload).canonicalBytes)
+        payload["signature"] = .string(signature)
+        let bytes = JSONValue.object(payload).canonicalBytes
+        let name = "\(sha256Hex(bytes)).json"
+        try fixture.put(bytes, as: name)
+
+        let agent = try fixture.agent()
+        #expect(agent.state.version(of: "synckid") == 1)
+        let answer = try #require(fixture.confirmation(name))
+        #expect(answer.outcome == .rejected && answer.reason == #"unknown record field "appColour""#, "\(answer)")
+        #expect(agent.state.adjustments["synckid"] == nil)
+    }
+}

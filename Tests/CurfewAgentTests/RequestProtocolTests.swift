@@ -129,3 +129,69 @@ import Testing
         #expect(reply["message"] == .string("reason must be at most 200 characters, got 201"))
     }
 }
+
+/// Issue 16: a request records what blocks the child and the app they name; a grant that lifts an
+/// app's limit or a break applies, and the child is told what they got, once.
+@Suite struct ExtraTimeAgentTests {
+    func agent(grants: [(Int, GrantLift, String)]) throws -> (Agent, String, LocalDate) {
+        let today = ZoneRules(identifier: "UTC")!.localTime(at: Int64(Date().timeIntervalSince1970)).date
+        let (agent, root) = try makeTestAgent(
+            user: "nobody", prefix: "curfew-extra",
+            adjust: {
+                $0.timezone = "UTC"
+                $0.dailyLimit = .minutes(0)
+                $0.apps = [AppRule(app: "minecraft", rule: .limit(minutes: 60))]
+                $0.breaks = Breaks(afterMinutes: 45, lengthMinutes: 10)
+            }
+        ) { shared, key in
+            for (extra, lift, nonce) in grants {
+                _ = try shared.publish(
+                    GrantRecord(
+                        user: "nobody", date: today, extraMinutes: extra, bedtimeDelayMinutes: 0, author: key.id,
+                        time: 1_790_000_000, nonce: String(repeating: nonce, count: 32), lift: lift),
+                    signedBy: key)
+            }
+        }
+        return (agent, root, today)
+    }
+
+    @Test func aRequestRecordsItsCauseAndApp() throws {
+        let (agent, root, _) = try agent(grants: [])
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // A daily limit of 0: the enforcer's decision is "limit reached".
+        let reply = socketAnswer(agent, #"{"command":"request","minutes":30,"app":"minecraft"}"#, uid: 65534)
+        guard case .object(let request)? = reply["request"] else {
+            Issue.record("no request in \(reply)")
+            return
+        }
+        #expect(request["cause"] == .string("daily-limit") && request["app"] == .string("minecraft"), "\(request)")
+        let stored = try agent.store.read { try RequestTable.pending($0) }
+        #expect(stored.map(\.cause) == [.dailyLimit] && stored.map(\.app) == ["minecraft"])
+        let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
+        #expect(events.contains { $0.kind == .timeRequested && $0.message == "asked for 30m more of minecraft (blocked by daily limit)" })
+
+        let unknown = socketAnswer(agent, #"{"command":"request","minutes":30,"app":"tetris"}"#, uid: 65534)
+        #expect(unknown["error"] == .string("bad-request"), "\(unknown)")
+        #expect(
+            unknown["message"] == .string(#"unknown app "tetris": not in the app catalog and nobody's policy has no rule for it"#))
+        let invalid = socketAnswer(agent, #"{"command":"request","minutes":30,"app":"Tetris!"}"#, uid: 65534)
+        #expect(invalid["error"] == .string("bad-request"), "\(invalid)")
+        #expect(try agent.store.read { try RequestTable.pending($0) }.count == 1)
+    }
+
+    @Test func grantsForAnAppAndABreakApplyAndTheChildIsToldOnce() throws {
+        let (agent, root, today) = try agent(grants: [
+            (0, GrantLift(app: .init(app: "minecraft", minutes: 30)), "a"), (0, GrantLift(endsBreak: true), "b"),
+        ])
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect(agent.state.adjustments["nobody"]?[today]?.appExtraMinutes == ["minecraft": 30])
+        #expect(agent.state.takeBreaksEnded() == ["nobody"])
+        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        #expect(status?.rules.first?.limitMinutes == 90 && status?.rules.first?.extraMinutes == 30)
+        let messages = agent.state.takeMessages().filter { $0.user == "nobody" }.map(\.body).sorted()
+        #expect(messages == ["a parent ended your break", "a parent gave you 30m more of minecraft today"], "\(messages)")
+        try agent.reloadPolicies()
+        #expect(agent.state.takeMessages().isEmpty)
+        #expect(agent.state.takeBreaksEnded().isEmpty)
+    }
+}

@@ -13,6 +13,31 @@ import Testing
         return (try StateStore(path: path), directory.path)
     }
 
+    /// What a grant lifts survives the index; without it a command reading the cached verdict would
+    /// lose the app's extra time, the moved window or the ended break.
+    @Test func grantLiftsRoundTrip() throws {
+        let (store, directory) = try temporaryDatabase()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let identity = FileIdentity(device: 1, inode: 2, size: 3, mtimeNanoseconds: 4, ctimeNanoseconds: 5)
+        func grant(_ name: String, _ lift: GrantLift) -> IndexedRecord {
+            IndexedRecord(
+                name: name, identity: identity,
+                verdict: .validGrant(
+                    GrantSummary(
+                        id: name, user: "kid", date: try! LocalDate.parse("2026-11-25"), extraMinutes: 0, bedtimeDelayMinutes: 0,
+                        author: "0123456789abcdef", time: 1_700_000_000, requestId: 4, lift: lift)))
+        }
+        let entries = [
+            grant("app.json", GrantLift(app: .init(app: "minecraft", minutes: 30))),
+            grant("window.json", GrantLift(downtime: .init(window: "school", delayMinutes: 45))),
+            grant("break.json", GrantLift(endsBreak: true)),
+            grant("plain.json", GrantLift()),
+        ]
+        try store.write { try RecordIndex.save(entries, $0) }
+        let loaded = try store.read { try RecordIndex.all($0) }
+        for entry in entries { #expect(loaded[entry.name] == entry, "\(entry.name)") }
+    }
+
     @Test func databaseIsWALWithTheMigrationsApplied() throws {
         let (store, directory) = try temporaryDatabase()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -22,7 +47,7 @@ import Testing
         #expect(
             migrations == [
                 "v1-record-index", "v2-usage-events", "v3-grants-requests", "v4-confirmations", "v5-audit-chain",
-                "v6-remote-usage", "v7-record-index-incomplete",
+                "v6-remote-usage", "v7-record-index-incomplete", "v8-request-cause-grant-lifts",
             ])
         let integrity = try store.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")

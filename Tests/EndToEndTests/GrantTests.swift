@@ -167,8 +167,9 @@ struct RequestFlowTests {
         let list = try runner.ok(["requests"])
         let lines = list.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == 2, "\(list.stdout)")
-        #expect(lines.first == "id  user       asked  reason    asked at          status")
-        #expect(lines.last?.hasPrefix("1   \(account.name)  30m    homework  \(todayUTC()) ") == true, "\(list.stdout)")
+        #expect(lines.first == "id  user       asked  reason    blocked by  asked at          status")
+        // Nothing blocked the child when they asked (an hour left, no bedtime): "-".
+        #expect(lines.last?.hasPrefix("1   \(account.name)  30m    homework  -           \(todayUTC()) ") == true, "\(list.stdout)")
         #expect(lines.last?.hasSuffix("  pending") == true)
         let listJSON = try runner.ok(["requests", "--json"]).stdout
         #expect(listJSON.contains(#""reason": "homework""#))
@@ -177,12 +178,12 @@ struct RequestFlowTests {
         let approved = try runner.ok(["approve", "1"])
         #expect(
             approved.stdout.hasPrefix(
-                "approved request 1: granted 30m extra for \(account.name) on \(todayUTC()) (record "), "\(approved)")
+                "approved request 1: granted \(account.name) 30m more screen time today (record "), "\(approved)")
         let again = try runner.run(["approve", "1"])
         #expect(again.status == 64)
         #expect(again.stderr == "curfew: request 1 was already approved\n")
         try waitUntil(seconds: 5, "the answer on the child's terminal") {
-            terminal.read().contains("a parent approved your request for 30m more: 30m extra today.")
+            terminal.read().contains("a parent gave you 30m more screen time today")
         }
 
         // The agent picks the grant up from the shared directory and the child sees 30 more minutes.

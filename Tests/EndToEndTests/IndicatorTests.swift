@@ -249,8 +249,8 @@ struct IndicatorTests {
         let granted = Date()
         // At bedtime, approving moves tonight's bedtime to 30 minutes from now.
         let approved = try runner.ok(["approve", "1"]).stdout
-        // `... up until HH:MM (record ...)`: the new bedtime, whatever minute the grant arrives in.
-        let until = try #require(approved.components(separatedBy: "up until ").last?.prefix(5), "\(approved)")
+        // `... granted kid until HH:MM (bedtime moved) (record ...)`: the new bedtime, whatever minute the grant arrives in.
+        let until = try #require(approved.components(separatedBy: " until ").last?.prefix(5), "\(approved)")
         lastStep = granted
         try waitForTitle("the grant reaches the item", seconds: 60) { title in
             // Bedtime moved to the approval's next whole minute plus 30: 30 to 31 minutes away, which the

@@ -153,6 +153,8 @@ import Testing
                   2026-11-20  fri  2h30m   2h     #################### !
                   2026-11-21  sat  50m     3h     ######..............
                   2026-11-22  sun  1m      2h     #...................
+                  extra time:
+                    2026-11-18 00:00  30m extra on 2026-11-18
                   total 6h30m in 7 days, 1 day over the limit
 
                 """)

@@ -209,10 +209,9 @@ struct ScheduleAgentTests {
         #expect(asked.status == 0, "\(asked)")
         let approved = try runner.ok(["approve", "1"])
         let delay = Int((Int64(Date().timeIntervalSince1970) - start + 59) / 60) + 30
-        let night = "\(ZoneRules(identifier: "UTC")!.localTime(at: start).date)"
         #expect(
             approved.stdout.hasPrefix(
-                "approved request 1: moved bedtime \(TimeAllowance.format(minutes: delay)) later for \(account.name) (the night of \(night)): up until \(Self.clock(start + Int64(delay) * 60)) (record "),
+                "approved request 1: granted \(account.name) until \(Self.clock(start + Int64(delay) * 60)) (bedtime moved) (record "),
             "\(approved)")
         var allowed = try runner.run(["check-login", "--user", account.name] + socket)
         for _ in 0..<40 where allowed.status != 0 {
