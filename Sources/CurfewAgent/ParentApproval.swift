@@ -9,12 +9,13 @@ import Logging
 /// sent by the child's indicator). The agent checks it against `<state-dir>/parent-pin`, at most
 /// `PINRules.maxTries` times per child in `PINRules.tryWindowSeconds`, counted from the `pin-try`
 /// events in the database (so a restart does not reset them); each try is an event, right or wrong,
-/// never the PIN. A right PIN publishes a grant signed with this computer's parent key, exactly as
-/// `curfew grant CHILD Nm` does, which the agent then applies like any other grant.
+/// never the PIN. A right PIN publishes a grant signed with this computer's parent key that lifts what
+/// blocks the child now, as `curfew approve` does for a request (`ExtraTime.plan`: more screen time, a
+/// later bedtime or downtime window, the break ended), which the agent then applies like any other grant.
 extension Agent {
     /// The outcome of one `approve-pin`.
     enum PINApproval {
-        case granted(record: String, date: LocalDate)
+        case granted(record: String, plan: ExtraTime.Plan)
         case refused(AgentError)
     }
 
@@ -37,6 +38,19 @@ extension Agent {
         } catch {
             logger.error("cannot read the parent's PIN", metadata: ["path": "\(pinFile.path)", "error": "\(error)"])
             return .refused(AgentError(.failed, "the parent's PIN cannot be read on this computer; nothing changed"))
+        }
+        // What the PIN would grant: what lifts the block in force now. Worked out before the PIN is
+        // checked, so that a grant that would lift nothing costs the child no try.
+        guard let schedule = state.schedule(of: user, systemZone: ZoneRules.system) else {
+            return .refused(AgentError(.notPermitted, "\(user) is not managed on this computer"))
+        }
+        let block = ExtraTime.block(
+            schedule: schedule, now: now, usage: Enforcement.dayUsage(schedule: schedule, live: state.live(of: user), now: now), app: nil)
+        let plan: ExtraTime.Plan
+        do {
+            plan = try ExtraTime.plan(for: block, app: nil, minutes: minutes, user: user, schedule: schedule, now: now)
+        } catch {
+            return .refused(AgentError(.badRequest, error.message + "; nothing changed"))
         }
         let windowStart = (now - PINRules.tryWindowSeconds) * 1000 + 1
         // A child whose tries are used up costs no hashing.
@@ -83,14 +97,15 @@ extension Agent {
         case .right:
             break
         }
-        let date = Schedule.zone(for: policy).localTime(at: now).date
         let shared = SharedDirectory(path: configuration.sharedDirectory, trust: KeyRing(stateDirectory: configuration.stateDirectory))
         do {
             let record = try shared.publishGrant(
-                user: user, date: date, extraMinutes: minutes, bedtimeDelayMinutes: 0, requestId: nil, now: now,
-                keyRing: KeyRing(stateDirectory: configuration.stateDirectory))
-            logger.notice("a parent approved extra time with the PIN", metadata: ["user": "\(user)", "minutes": "\(minutes)", "record.id": "\(record)"])
-            return .granted(record: record, date: date)
+                user: user, date: plan.date, extraMinutes: plan.extraMinutes, bedtimeDelayMinutes: plan.bedtimeDelayMinutes,
+                requestId: nil, now: now, lift: plan.lift, keyRing: KeyRing(stateDirectory: configuration.stateDirectory))
+            logger.notice(
+                "a parent approved extra time with the PIN",
+                metadata: ["user": "\(user)", "minutes": "\(minutes)", "granted": "\(plan.words)", "record.id": "\(record)"])
+            return .granted(record: record, plan: plan)
         } catch KeyError.noSigningKey {
             return .refused(
                 AgentError(.failed, "this computer holds no parent key, so time cannot be approved here; nothing changed"))
@@ -116,14 +131,14 @@ extension SocketProtocol {
             {
             case .refused(let refusal):
                 return refusal.reply
-            case .granted(let record, let date):
+            case .granted(let record, let plan):
                 let grant = JSONObject([
-                    ("record", .string(record)), ("date", .string("\(date)")), ("minutes", .int(minutes)),
+                    ("record", .string(record)), ("date", .string("\(plan.date)")), ("minutes", .int(minutes)),
                 ])
                 return .object(
                     JSONObject([
                         ("ok", .bool(true)), ("grant", .object(grant)),
-                        ("message", .string("a parent approved \(TimeAllowance.format(minutes: Int(minutes))) more today")),
+                        ("message", .string("a parent approved \(plan.words)")),
                     ]))
             }
         } catch {
