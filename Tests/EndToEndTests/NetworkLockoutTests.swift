@@ -240,14 +240,16 @@ struct NetworkLockoutTests {
         let login = try runner.run(["check-login", "--user", child.name, "--socket", agent.socketPath])
         #expect(login.status == 0, "logins go on under the network lockout: \(login)")
         let off = try events(runner, kind: "network-off")
+        // Local words: a bedtime that ends after midnight ends "tomorrow at" its time.
+        let until = end / 86_400 > Int64(Date().timeIntervalSince1970) / 86_400 ? "tomorrow at \(Self.clock(end))" : Self.clock(end)
         #expect(
             off.count == 1
                 && off.first?["message"] as? String
-                    == "\(child.name)'s network traffic is dropped: it is bedtime: the internet is off until \(Self.clock(end))",
+                    == "\(child.name)'s network traffic is dropped: it is bedtime: the internet is off until \(until)",
             "\(off)")
 
         try waitUntil(seconds: 10, "the child told") {
-            terminal.read().contains("Curfew: it is bedtime: the internet is off until \(Self.clock(end)); ask a parent: curfew request 30m")
+            terminal.read().contains("Curfew: it is bedtime: the internet is off until \(until); ask a parent: curfew request 30m")
         }
         #expect(!terminal.text.contains("time is up"), "one message, not the logout one: \(terminal.text)")
         // A firewall reload (nftables.service starts with `flush ruleset`) takes the table away: the
