@@ -12,8 +12,9 @@ extension SocketProtocol {
     static func watchView(of user: String, agent: Agent) -> PeerSocketWatch.View? {
         let now = agent.clock.wallSeconds
         guard let status = agent.status(of: user, now: now) else { return nil }
-        let json = status.json
-        let line = JSONValue.object(JSONObject([("ok", .bool(true)), ("status", json)])).canonicalString
+        let report = status.report
+        let json = report.json
+        let line = AgentReply(status: report).json.canonicalString
         let midnight = status.zone.startOfDay(status.date.adding(days: 1))
         let next = min(midnight, status.decision.nextChange?.at ?? midnight)
         // Half a second past the moment, so the decision then has moved on.
