@@ -238,6 +238,72 @@ public struct AgentReply: Sendable, Equatable, Codable {
         }
     }
 
+    /// What `rules` answers per day: the extra time granted (`DayAdjustment` with its date).
+    public struct DayExtra: Sendable, Equatable, Codable {
+        public var date: LocalDate
+        public var adjustment: DayAdjustment
+
+        public init(date: LocalDate, adjustment: DayAdjustment) {
+            self.date = date
+            self.adjustment = adjustment
+        }
+
+        enum CodingKeys: String, CodingKey { case date, extraMinutes, bedtimeDelayMinutes, downtimeDelayMinutes, appExtraMinutes }
+
+        /// The named delays only when some were granted (a child's `curfew schedule` shows windows
+        /// where they are that day), each sorted by name.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode("\(date)", forKey: .date)
+            try container.encode(adjustment.extraMinutes, forKey: .extraMinutes)
+            try container.encode(adjustment.bedtimeDelayMinutes, forKey: .bedtimeDelayMinutes)
+            for (key, named) in [(CodingKeys.downtimeDelayMinutes, adjustment.downtimeDelayMinutes), (.appExtraMinutes, adjustment.appExtraMinutes)]
+            where !named.isEmpty {
+                var entries = container.nestedContainer(keyedBy: JSONKey.self, forKey: key)
+                for (name, minutes) in named.sorted(by: { $0.key < $1.key }) { try entries.encode(minutes, forKey: JSONKey(name)) }
+            }
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let text = try container.decode(String.self, forKey: .date)
+            guard let date = try? LocalDate.parse(text) else {
+                throw DecodingError.dataCorruptedError(forKey: .date, in: container, debugDescription: "not a date: \(text)")
+            }
+            self.date = date
+            adjustment = DayAdjustment(
+                extraMinutes: try container.decodeIfPresent(Int.self, forKey: .extraMinutes) ?? 0,
+                bedtimeDelayMinutes: try container.decodeIfPresent(Int.self, forKey: .bedtimeDelayMinutes) ?? 0,
+                appExtraMinutes: try container.decodeIfPresent([String: Int].self, forKey: .appExtraMinutes) ?? [:],
+                downtimeDelayMinutes: try container.decodeIfPresent([String: Int].self, forKey: .downtimeDelayMinutes) ?? [:])
+        }
+    }
+
+    /// What `usage` answers per event: `{"time", "kind", "message", "data"}` (`data` null when none).
+    public struct SavedEvent: Sendable, Equatable, Codable {
+        public var time: Int64
+        public var kind: String
+        public var message: String
+        public var data: JSONValue?
+
+        public init(time: Int64, kind: String, message: String, data: JSONValue?) {
+            self.time = time
+            self.kind = kind
+            self.message = message
+            self.data = data
+        }
+
+        enum CodingKeys: String, CodingKey { case time, kind, message, data }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(time, forKey: .time)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(message, forKey: .message)
+            try container.encode(data ?? .null, forKey: .data)
+        }
+    }
+
     public var ok: Bool
     public var error: AgentRefusal?
     public var message: String?
@@ -251,12 +317,21 @@ public struct AgentReply: Sendable, Equatable, Codable {
     public var extended: SelfExtensionUse?
     /// approve-pin
     public var grant: PINGrant?
+    /// rules: the policy in force (a document, kept as `JSONValue`) and every day's extra time.
+    public var policy: JSONValue?
+    public var adjustments: [DayExtra]?
+    /// usage: the saved buckets (`[day, hour, app, ms]`) and events of the days asked.
+    public var rows: [UsageRow]?
+    public var events: [SavedEvent]?
 
-    enum CodingKeys: String, CodingKey { case ok, error, message, allowed, status, request, extended = "extension", grant }
+    enum CodingKeys: String, CodingKey {
+        case ok, error, message, allowed, status, request, extended = "extension", grant, policy, adjustments, rows, events
+    }
 
     public init(
         ok: Bool = true, message: String? = nil, allowed: Bool? = nil, status: StatusReport? = nil, request: RecordedRequest? = nil,
-        extended: SelfExtensionUse? = nil, grant: PINGrant? = nil
+        extended: SelfExtensionUse? = nil, grant: PINGrant? = nil, policy: JSONValue? = nil, adjustments: [DayExtra]? = nil,
+        rows: [UsageRow]? = nil, events: [SavedEvent]? = nil
     ) {
         self.ok = ok
         self.message = message
@@ -265,6 +340,10 @@ public struct AgentReply: Sendable, Equatable, Codable {
         self.request = request
         self.extended = extended
         self.grant = grant
+        self.policy = policy
+        self.adjustments = adjustments
+        self.rows = rows
+        self.events = events
     }
 
     /// `{"ok": false, "error": code, "message": ...}`
@@ -285,6 +364,17 @@ public struct AgentReply: Sendable, Equatable, Codable {
         request = try container.decodeIfPresent(RecordedRequest.self, forKey: .request)
         extended = try container.decodeIfPresent(SelfExtensionUse.self, forKey: .extended)
         grant = try container.decodeIfPresent(PINGrant.self, forKey: .grant)
+        policy = try container.decodeIfPresent(JSONValue.self, forKey: .policy)
+        adjustments = try container.decodeIfPresent([DayExtra].self, forKey: .adjustments)
+        rows = try container.decodeIfPresent([UsageRow].self, forKey: .rows)
+        events = try container.decodeIfPresent([SavedEvent].self, forKey: .events)
+    }
+
+    /// A line from the agent, read with Core's strict parser (the indicator uses no Foundation: its
+    /// JSONDecoder would keep megabytes resident in every session); nil when it is not a reply.
+    public init?(line: String) {
+        guard let reply = try? JSONValueDecoder().decode(AgentReply.self, from: line) else { return nil }
+        self = reply
     }
 
     /// The reply as the agent sends it (its `canonicalString` is the line).

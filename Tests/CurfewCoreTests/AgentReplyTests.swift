@@ -75,4 +75,21 @@ import Testing
         #expect(try JSONValueEncoder().encode(["x": [1, 2]]) == .object(JSONObject([("x", .array([.int(1), .int(2)]))])))
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode(1.5) }
     }
+
+    @Test func rulesAndUsageKeepTheirShape() throws {
+        let day = try LocalDate.parse("2026-11-25")
+        let extra = AgentReply.DayExtra(
+            date: day, adjustment: DayAdjustment(extraMinutes: 15, bedtimeDelayMinutes: 0, appExtraMinutes: ["minecraft": 10]))
+        let rules = AgentReply(policy: .object(JSONObject()), adjustments: [extra]).json.canonicalString
+        #expect(rules == #"{"adjustments":[{"appExtraMinutes":{"minecraft":10},"bedtimeDelayMinutes":0,"date":"2026-11-25","extraMinutes":15}],"ok":true,"policy":{}}"#)
+        #expect(try JSONValueDecoder().decode(AgentReply.self, from: rules).adjustments == [extra])
+        let usage = AgentReply(
+            rows: [UsageRow(day: day, hour: 14, app: "minecraft", milliseconds: 600_000)],
+            events: [AgentReply.SavedEvent(time: 1, kind: "time-requested", message: "asked", data: nil)]
+        ).json.canonicalString
+        #expect(usage == #"{"events":[{"data":null,"kind":"time-requested","message":"asked","time":1}],"ok":true,"rows":[["2026-11-25",14,"minecraft",600000]]}"#)
+        let back = try JSONValueDecoder().decode(AgentReply.self, from: usage)
+        #expect(back.rows == [UsageRow(day: day, hour: 14, app: "minecraft", milliseconds: 600_000)])
+        #expect(back.events?.first?.data == nil)
+    }
 }
