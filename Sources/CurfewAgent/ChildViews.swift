@@ -12,8 +12,9 @@ extension SocketProtocol {
     static func watchView(of user: String, agent: Agent) -> PeerSocketWatch.View? {
         let now = agent.clock.wallSeconds
         guard let status = agent.status(of: user, now: now) else { return nil }
-        let json = status.json
-        let line = JSONValue.object(JSONObject([("ok", .bool(true)), ("status", json)])).canonicalString
+        let report = status.report
+        let json = report.json
+        let line = AgentReply(status: report).json.canonicalString
         let midnight = status.zone.startOfDay(status.date.adding(days: 1))
         let next = min(midnight, status.decision.nextChange?.at ?? midnight)
         // Half a second past the moment, so the decision then has moved on.
@@ -55,23 +56,10 @@ extension SocketProtocol {
     /// The policy in force and every day's extra time: `{"ok": true, "policy": {...}, "adjustments": [...]}`.
     static func answerRules(of user: String, agent: Agent) -> JSONValue {
         guard let policy = agent.state.policies[user] else { return failure(.unknownUser, "\(user) is not managed on this computer") }
-        let adjustments = (agent.state.adjustments[user] ?? [:]).sorted { $0.key < $1.key }.map { day, adjustment in
-            var entry = JSONObject([
-                ("date", .string("\(day)")), ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
-                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
-            ])
-            // Only when granted: the child's `curfew schedule` shows windows where they are that day.
-            if !adjustment.downtimeDelayMinutes.isEmpty {
-                entry["downtimeDelayMinutes"] = .object(
-                    JSONObject(adjustment.downtimeDelayMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
-            }
-            if !adjustment.appExtraMinutes.isEmpty {
-                entry["appExtraMinutes"] = .object(
-                    JSONObject(adjustment.appExtraMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
-            }
-            return JSONValue.object(entry)
+        let adjustments = (agent.state.adjustments[user] ?? [:]).sorted { $0.key < $1.key }.map {
+            AgentReply.DayExtra(date: $0.key, adjustment: $0.value)
         }
-        return .object(JSONObject([("ok", .bool(true)), ("policy", policy.json), ("adjustments", .array(adjustments))]))
+        return AgentReply(policy: policy.json, adjustments: adjustments).json
     }
 
     /// The saved usage buckets and events of the days asked (at most `AgentRequest.maxUsageDays`):
@@ -87,17 +75,10 @@ extension SocketProtocol {
                         of: user, from: zone.startOfDay(from) * 1000, before: zone.startOfDay(to.adding(days: 1)) * 1000, db)
                 )
             }
-            let rowValues = rows.map { row in
-                JSONValue.array([.string("\(row.day)"), .int(Int64(row.hour)), .string(row.app), .int(row.milliseconds)])
+            let saved = events.map {
+                AgentReply.SavedEvent(time: $0.time, kind: $0.kind.rawValue, message: $0.message, data: $0.data)
             }
-            let eventValues = events.map { event in
-                JSONValue.object(
-                    JSONObject([
-                        ("time", .int(event.time)), ("kind", .string(event.kind.rawValue)), ("message", .string(event.message)),
-                        ("data", event.data ?? .null),
-                    ]))
-            }
-            return .object(JSONObject([("ok", .bool(true)), ("rows", .array(rowValues)), ("events", .array(eventValues))]))
+            return AgentReply(rows: rows, events: saved).json
         } catch {
             return failure(.failed, "cannot read the saved usage: \(error)")
         }

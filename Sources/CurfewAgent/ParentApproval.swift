@@ -132,14 +132,10 @@ extension SocketProtocol {
             case .refused(let refusal):
                 return refusal.reply
             case .granted(let record, let plan):
-                let grant = JSONObject([
-                    ("record", .string(record)), ("date", .string("\(plan.date)")), ("minutes", .int(minutes)),
-                ])
-                return .object(
-                    JSONObject([
-                        ("ok", .bool(true)), ("grant", .object(grant)),
-                        ("message", .string("a parent approved \(plan.words)")),
-                    ]))
+                return AgentReply(
+                    message: "a parent approved \(plan.words)",
+                    grant: AgentReply.PINGrant(record: record, date: "\(plan.date)", minutes: minutes)
+                ).json
             }
         } catch {
             agent.logger.error("cannot check the parent's PIN", metadata: ["user": "\(caller.name)", "error": "\(error)"])

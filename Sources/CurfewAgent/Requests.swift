@@ -94,7 +94,7 @@ extension SocketProtocol {
         do {
             let request = try agent.fileRequest(
                 user: caller.name, minutes: Int(minutes), reason: reason, now: now, cause: cause, app: app)
-            return .object(JSONObject([("ok", .bool(true)), ("request", request.json)]))
+            return AgentReply(request: request.record).json
         } catch let refusal as PolicyError {
             // Not logged: a child asking again and again must not fill the journal either.
             return failure(.notPermitted, refusal.message)

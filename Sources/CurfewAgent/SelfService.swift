@@ -75,7 +75,7 @@ extension SocketProtocol {
         }
         do {
             let use = try agent.takeSelfService(user: caller.name, policy: policy, now: agent.clock.wallSeconds)
-            return .object(JSONObject([("ok", .bool(true)), ("extension", use.json), ("message", .string(use.message))]))
+            return AgentReply(message: use.message, extended: use).json
         } catch let refusal as PolicyError {
             return failure(.notPermitted, refusal.message)
         } catch {

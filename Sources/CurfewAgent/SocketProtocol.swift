@@ -26,7 +26,7 @@ public enum SocketProtocol {
             guard let status = agent.status(of: user, now: agent.clock.wallSeconds) else {
                 return failure(.unknownUser, "\(user) is not managed on this computer")
             }
-            return .object(JSONObject([("ok", .bool(true)), ("status", status.json)]))
+            return AgentReply(status: status.report).json
         case .checkLogin(let user, let service):
             // PAM's account stack runs as root for logins, sudo and su; a screen locker's runs as the
             // user. Anyone may learn that a user is not managed (they are let in); only root may probe
@@ -38,8 +38,7 @@ public enum SocketProtocol {
             // leave an event, so asking cannot fill the audit log.
             let verdict = agent.checkLogin(
                 user: user, service: service ?? "unknown", now: agent.clock.wallSeconds, recordRefusal: callerUID == 0)
-            return .object(
-                JSONObject([("ok", .bool(true)), ("allowed", .bool(verdict.allowed)), ("message", .string(verdict.message))]))
+            return AgentReply(message: verdict.message, allowed: verdict.allowed).json
         case .request(let minutes, let reason, let app):
             return answerTimeRequest(minutes: minutes, reason: reason, app: app, callerUID: callerUID, agent: agent)
         case .extend:

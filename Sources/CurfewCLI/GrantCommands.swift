@@ -183,13 +183,11 @@ struct Request: ParsableCommand {
         try translatingErrors { try RequestRules.validate(minutes: Int64(minutes), reason: text) }
         if let app { try translatingErrors { try Policy.validateAppName(app) } }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
-        guard let (line, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text, app: app), socket: socketPath)
+        guard let (sent, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text, app: app), socket: socketPath)
         else {
             throw CLIError("the agent is not running (cannot reach \(socketPath))", .unavailable)
         }
-        guard reply.ok, let id = reply.request?.id, case .object(let object)? = try? JSONValue.parse(line),
-            let request = object["request"]
-        else { throw AgentClient.error(reply) }
+        guard reply.ok, let id = reply.request?.id, let request = sent["request"] else { throw AgentClient.error(reply) }
         if json {
             Output.line(request.prettyString)
         } else {

@@ -34,11 +34,10 @@ struct Status: ParsableCommand {
         let status: JSONValue
         let report: StatusReport
         var live = true
-        if let (line, reply) = AgentClient.exchange(.status(user: target), socket: socketPath) {
-            guard reply.ok, let sent = reply.status, case .object(let object)? = try? JSONValue.parse(line), let value = object["status"]
-            else { throw AgentClient.error(reply) }
+        if let (sent, reply) = AgentClient.exchange(.status(user: target), socket: socketPath) {
+            guard reply.ok, let read = reply.status, let value = sent["status"] else { throw AgentClient.error(reply) }
             status = value
-            report = sent
+            report = read
         } else {
             // No agent: a parent can still read the saved figures.
             live = false

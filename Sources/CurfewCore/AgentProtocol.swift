@@ -147,9 +147,7 @@ public struct AgentError: Error, Sendable, Equatable {
     }
 
     /// `{"ok": false, "error": code, "message": ...}`
-    public var reply: JSONValue {
-        .object(JSONObject([("ok", .bool(false)), ("error", .string(code.rawValue)), ("message", .string(message))]))
-    }
+    public var reply: JSONValue { AgentReply(refusal: self).json }
 }
 
 /// Why the agent said no: a code for programs (the CLI's exit status), words for people beside it.
@@ -169,14 +167,141 @@ public enum AgentRefusal: String, Sendable, Codable {
     case failed
 }
 
-/// The agent's answer to any request. A `--json` command prints what the agent sent (the line parsed
-/// as `JSONValue`, which keeps its order); everything else reads this.
-public struct AgentReply: Sendable, Equatable, Decodable {
-    /// What `request` answers: the request as recorded.
-    public struct RecordedRequest: Sendable, Equatable, Decodable {
+/// The agent's answer to any request: the agent encodes it (`json`, sent in canonical form), the CLI
+/// and the indicator decode it. A `--json` command prints what the agent sent (the line parsed as
+/// `JSONValue`, which keeps its order). Only the fields of the request answered are present.
+public struct AgentReply: Sendable, Equatable, Codable {
+    /// What `request` answers: the request as recorded (the form `curfew requests --json` prints).
+    public struct RecordedRequest: Sendable, Equatable, Codable {
         public var id: Int64
+        public var user: String
+        public var minutes: Int
+        public var reason: String?
+        public var createdMs: Int64
+        /// `pending`, `approved`, `denied`.
+        public var status: String
+        public var answeredMs: Int64?
+        public var grantedMinutes: Int?
+        public var answeredBy: String?
         /// What blocked the child when they asked (`UseBlock.code`); nil when nothing did.
         public var cause: String?
+        public var app: String?
+
+        public init(
+            id: Int64, user: String, minutes: Int, reason: String?, createdMs: Int64, status: String, answeredMs: Int64?,
+            grantedMinutes: Int?, answeredBy: String?, cause: String?, app: String?
+        ) {
+            self.id = id
+            self.user = user
+            self.minutes = minutes
+            self.reason = reason
+            self.createdMs = createdMs
+            self.status = status
+            self.answeredMs = answeredMs
+            self.grantedMinutes = grantedMinutes
+            self.answeredBy = answeredBy
+            self.cause = cause
+            self.app = app
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, user, minutes, reason, createdMs, status, answeredMs, grantedMinutes, answeredBy, cause, app
+        }
+
+        /// Every field present, `null` when unset, in this order.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(user, forKey: .user)
+            try container.encode(minutes, forKey: .minutes)
+            try container.encode(reason, forKey: .reason)
+            try container.encode(createdMs, forKey: .createdMs)
+            try container.encode(status, forKey: .status)
+            try container.encode(answeredMs, forKey: .answeredMs)
+            try container.encode(grantedMinutes, forKey: .grantedMinutes)
+            try container.encode(answeredBy, forKey: .answeredBy)
+            try container.encode(cause, forKey: .cause)
+            try container.encode(app, forKey: .app)
+        }
+    }
+
+    /// What `approve-pin` answers: the grant record the right PIN published.
+    public struct PINGrant: Sendable, Equatable, Codable {
+        public var record: String
+        public var date: String
+        public var minutes: Int64
+
+        public init(record: String, date: String, minutes: Int64) {
+            self.record = record
+            self.date = date
+            self.minutes = minutes
+        }
+    }
+
+    /// What `rules` answers per day: the extra time granted (`DayAdjustment` with its date).
+    public struct DayExtra: Sendable, Equatable, Codable {
+        public var date: LocalDate
+        public var adjustment: DayAdjustment
+
+        public init(date: LocalDate, adjustment: DayAdjustment) {
+            self.date = date
+            self.adjustment = adjustment
+        }
+
+        enum CodingKeys: String, CodingKey { case date, extraMinutes, bedtimeDelayMinutes, downtimeDelayMinutes, appExtraMinutes }
+
+        /// The named delays only when some were granted (a child's `curfew schedule` shows windows
+        /// where they are that day), each sorted by name.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode("\(date)", forKey: .date)
+            try container.encode(adjustment.extraMinutes, forKey: .extraMinutes)
+            try container.encode(adjustment.bedtimeDelayMinutes, forKey: .bedtimeDelayMinutes)
+            for (key, named) in [(CodingKeys.downtimeDelayMinutes, adjustment.downtimeDelayMinutes), (.appExtraMinutes, adjustment.appExtraMinutes)]
+            where !named.isEmpty {
+                var entries = container.nestedContainer(keyedBy: JSONKey.self, forKey: key)
+                for (name, minutes) in named.sorted(by: { $0.key < $1.key }) { try entries.encode(minutes, forKey: JSONKey(name)) }
+            }
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let text = try container.decode(String.self, forKey: .date)
+            guard let date = try? LocalDate.parse(text) else {
+                throw DecodingError.dataCorruptedError(forKey: .date, in: container, debugDescription: "not a date: \(text)")
+            }
+            self.date = date
+            adjustment = DayAdjustment(
+                extraMinutes: try container.decodeIfPresent(Int.self, forKey: .extraMinutes) ?? 0,
+                bedtimeDelayMinutes: try container.decodeIfPresent(Int.self, forKey: .bedtimeDelayMinutes) ?? 0,
+                appExtraMinutes: try container.decodeIfPresent([String: Int].self, forKey: .appExtraMinutes) ?? [:],
+                downtimeDelayMinutes: try container.decodeIfPresent([String: Int].self, forKey: .downtimeDelayMinutes) ?? [:])
+        }
+    }
+
+    /// What `usage` answers per event: `{"time", "kind", "message", "data"}` (`data` null when none).
+    public struct SavedEvent: Sendable, Equatable, Codable {
+        public var time: Int64
+        public var kind: String
+        public var message: String
+        public var data: JSONValue?
+
+        public init(time: Int64, kind: String, message: String, data: JSONValue?) {
+            self.time = time
+            self.kind = kind
+            self.message = message
+            self.data = data
+        }
+
+        enum CodingKeys: String, CodingKey { case time, kind, message, data }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(time, forKey: .time)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(message, forKey: .message)
+            try container.encode(data ?? .null, forKey: .data)
+        }
     }
 
     public var ok: Bool
@@ -190,8 +315,43 @@ public struct AgentReply: Sendable, Equatable, Decodable {
     public var request: RecordedRequest?
     /// extend
     public var extended: SelfExtensionUse?
+    /// approve-pin
+    public var grant: PINGrant?
+    /// rules: the policy in force (a document, kept as `JSONValue`) and every day's extra time.
+    public var policy: JSONValue?
+    public var adjustments: [DayExtra]?
+    /// usage: the saved buckets (`[day, hour, app, ms]`) and events of the days asked.
+    public var rows: [UsageRow]?
+    public var events: [SavedEvent]?
 
-    enum CodingKeys: String, CodingKey { case ok, error, message, allowed, status, request, extended = "extension" }
+    enum CodingKeys: String, CodingKey {
+        case ok, error, message, allowed, status, request, extended = "extension", grant, policy, adjustments, rows, events
+    }
+
+    public init(
+        ok: Bool = true, message: String? = nil, allowed: Bool? = nil, status: StatusReport? = nil, request: RecordedRequest? = nil,
+        extended: SelfExtensionUse? = nil, grant: PINGrant? = nil, policy: JSONValue? = nil, adjustments: [DayExtra]? = nil,
+        rows: [UsageRow]? = nil, events: [SavedEvent]? = nil
+    ) {
+        self.ok = ok
+        self.message = message
+        self.allowed = allowed
+        self.status = status
+        self.request = request
+        self.extended = extended
+        self.grant = grant
+        self.policy = policy
+        self.adjustments = adjustments
+        self.rows = rows
+        self.events = events
+    }
+
+    /// `{"ok": false, "error": code, "message": ...}`
+    public init(refusal: AgentError) {
+        ok = false
+        error = refusal.code
+        message = refusal.message
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -203,7 +363,22 @@ public struct AgentReply: Sendable, Equatable, Decodable {
         status = try container.decodeIfPresent(StatusReport.self, forKey: .status)
         request = try container.decodeIfPresent(RecordedRequest.self, forKey: .request)
         extended = try container.decodeIfPresent(SelfExtensionUse.self, forKey: .extended)
+        grant = try container.decodeIfPresent(PINGrant.self, forKey: .grant)
+        policy = try container.decodeIfPresent(JSONValue.self, forKey: .policy)
+        adjustments = try container.decodeIfPresent([DayExtra].self, forKey: .adjustments)
+        rows = try container.decodeIfPresent([UsageRow].self, forKey: .rows)
+        events = try container.decodeIfPresent([SavedEvent].self, forKey: .events)
     }
+
+    /// A line from the agent, read with Core's strict parser (the indicator uses no Foundation: its
+    /// JSONDecoder would keep megabytes resident in every session); nil when it is not a reply.
+    public init?(line: String) {
+        guard let reply = try? JSONValueDecoder().decode(AgentReply.self, from: line) else { return nil }
+        self = reply
+    }
+
+    /// The reply as the agent sends it (its `canonicalString` is the line).
+    public var json: JSONValue { JSONValueEncoder().value(of: self) }
 }
 
 /// `curfew status` as the agent sends it (`UserStatus.json`) and the CLI reads it.
@@ -241,6 +416,18 @@ public struct StatusReport: Sendable, Equatable, Codable {
             self.rule = rule
             self.limitMinutes = limitMinutes
             self.seconds = seconds
+        }
+
+        enum CodingKeys: String, CodingKey { case app, rule, limitMinutes, seconds, extraMinutes }
+
+        /// `limitMinutes` is `null` when the app has no limit; `extraMinutes` only when there is some.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(app, forKey: .app)
+            try container.encode(rule, forKey: .rule)
+            try container.encode(limitMinutes, forKey: .limitMinutes)
+            try container.encode(seconds, forKey: .seconds)
+            try container.encodeIfPresent(extraMinutes, forKey: .extraMinutes)
         }
     }
 
@@ -293,6 +480,14 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var selfExtension: Allowance?
     /// How much later a parent moved each downtime window that starts today; nil when none.
     public var downtimeDelayMinutes: [String: Int]? = nil
+    /// The downtime window in force, when the state is downtime.
+    public var window: String? = nil
+    /// The exception of the policy that applies today, by its name.
+    public var exception: String? = nil
+    /// The weekly budget, with the week's use and what is left of it; nil when the policy has none.
+    public var weekLimitMinutes: Int? = nil
+    public var weekSeconds: Int64? = nil
+    public var weekRemainingSeconds: Int64? = nil
 
     public init(
         user: String, date: String, timezone: String, screenSeconds: Int64, otherComputersSeconds: Int64?, limitMinutes: Int?,
@@ -318,6 +513,51 @@ public struct StatusReport: Sendable, Equatable, Codable {
         self.blocked = blocked
         self.selfExtension = selfExtension
     }
+
+    enum CodingKeys: String, CodingKey {
+        case user, date, timezone, screenSeconds, otherComputersSeconds, limitMinutes, extraMinutes, bedtimeDelayMinutes
+        case remainingSeconds, state, reason, downtimeDelayMinutes, window, exception, weekLimitMinutes, weekSeconds
+        case weekRemainingSeconds, nextChange, allowedAgainAt, counting, apps, rules, blocked, selfExtension
+    }
+
+    /// The fields in this order; those readers have always had are present, `null` when unset; those
+    /// added later (other computers, moved downtime windows, the rules of issue 16, the allowance)
+    /// only when they apply.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(user, forKey: .user)
+        try container.encode(date, forKey: .date)
+        try container.encode(timezone, forKey: .timezone)
+        try container.encode(screenSeconds, forKey: .screenSeconds)
+        try container.encodeIfPresent(otherComputersSeconds, forKey: .otherComputersSeconds)
+        try container.encode(limitMinutes, forKey: .limitMinutes)
+        try container.encode(extraMinutes, forKey: .extraMinutes)
+        try container.encode(bedtimeDelayMinutes, forKey: .bedtimeDelayMinutes)
+        try container.encode(remainingSeconds, forKey: .remainingSeconds)
+        try container.encode(state, forKey: .state)
+        try container.encode(reason, forKey: .reason)
+        if let delays = downtimeDelayMinutes, !delays.isEmpty {
+            var named = container.nestedContainer(keyedBy: JSONKey.self, forKey: .downtimeDelayMinutes)
+            for (window, minutes) in delays.sorted(by: { $0.key < $1.key }) { try named.encode(minutes, forKey: JSONKey(window)) }
+        }
+        try container.encodeIfPresent(window, forKey: .window)
+        try container.encodeIfPresent(exception, forKey: .exception)
+        if let week = weekLimitMinutes {
+            try container.encode(week, forKey: .weekLimitMinutes)
+            try container.encode(weekSeconds ?? 0, forKey: .weekSeconds)
+            try container.encode(weekRemainingSeconds ?? 0, forKey: .weekRemainingSeconds)
+        }
+        try container.encode(nextChange, forKey: .nextChange)
+        try container.encode(allowedAgainAt, forKey: .allowedAgainAt)
+        try container.encode(counting, forKey: .counting)
+        try container.encode(apps, forKey: .apps)
+        try container.encode(rules ?? [], forKey: .rules)
+        try container.encode(blocked ?? [], forKey: .blocked)
+        try container.encodeIfPresent(selfExtension, forKey: .selfExtension)
+    }
+
+    /// The status as the agent sends it and `curfew status --json` prints it.
+    public var json: JSONValue { JSONValueEncoder().value(of: self) }
 }
 
 /// What `extend` answers: the extra time taken, the day it is for, and the week's uses.
@@ -338,14 +578,20 @@ public struct SelfExtensionUse: Sendable, Equatable, Codable {
         self.limitMinutes = limitMinutes
     }
 
-    public var json: JSONValue {
-        var object = JSONObject([
-            ("minutes", .int(Int64(minutes))), ("date", .string(date)), ("used", .int(Int64(used))),
-            ("perWeek", .int(Int64(perWeek))),
-        ])
-        object["limitMinutes"] = limitMinutes.map { .int(Int64($0)) } ?? .null
-        return .object(object)
+    enum CodingKeys: String, CodingKey { case minutes, date, used, perWeek, limitMinutes }
+
+    /// `limitMinutes` is sent as `null` when unlimited.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(minutes, forKey: .minutes)
+        try container.encode(date, forKey: .date)
+        try container.encode(used, forKey: .used)
+        try container.encode(perWeek, forKey: .perWeek)
+        try container.encode(limitMinutes, forKey: .limitMinutes)
     }
+
+    /// `curfew extend --json` and the `extension` of the agent's reply.
+    public var json: JSONValue { JSONValueEncoder().value(of: self) }
 
     /// For the child: `15m more today (1 of 3 this week); today's limit is now 2h15m`.
     public var message: String {

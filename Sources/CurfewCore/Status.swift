@@ -84,76 +84,19 @@ public struct UserStatus: Sendable, Equatable {
             rules: rules, blocked: blocked,
             selfExtension: selfExtension.map { StatusReport.Allowance(minutes: $0.minutes, perWeek: $0.perWeek) })
         if !adjustment.downtimeDelayMinutes.isEmpty { report.downtimeDelayMinutes = adjustment.downtimeDelayMinutes }
+        report.window = decision.window
+        report.exception = decision.exception
+        if let week = decision.weekLimitMinutes {
+            report.weekLimitMinutes = week
+            report.weekSeconds = decision.weekUsedSeconds ?? 0
+            report.weekRemainingSeconds = decision.weekRemainingSeconds ?? 0
+        }
         return report
     }
 
     /// Rounded to whole seconds, as reports show them.
     public static func seconds(_ milliseconds: Int64) -> Int64 { (milliseconds + 500) / 1000 }
 
-    public var json: JSONValue {
-        // otherComputersSeconds only when the daily limit counts every computer: what they add to it.
-        let others: [(String, JSONValue)] =
-            otherComputersMilliseconds.map { [("otherComputersSeconds", .int(UserStatus.seconds($0)))] } ?? []
-        var object = JSONObject(
-            [
-                ("user", .string(user)),
-                ("date", .string("\(date)")),
-                ("timezone", .string(timezone)),
-                ("screenSeconds", .int(UserStatus.seconds(screenMilliseconds))),
-            ] + others + [
-                ("limitMinutes", decision.limitMinutes.map { .int(Int64($0)) } ?? .null),
-                ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
-                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
-                ("remainingSeconds", decision.remainingSeconds.map { .int($0) } ?? .null),
-                ("state", .string(decision.state.rawValue)),
-            ])
-        object["reason"] = decision.reason.map { .string($0) } ?? .null
-        // Downtime windows a parent moved today, only when there are some (the fields above read as before).
-        if !adjustment.downtimeDelayMinutes.isEmpty {
-            object["downtimeDelayMinutes"] = .object(
-                JSONObject(adjustment.downtimeDelayMinutes.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))
-        }
-        // The schedule rules of issue 16, only when they apply (the fields above read as before).
-        if let window = decision.window { object["window"] = .string(window) }
-        if let exception = decision.exception { object["exception"] = .string(exception) }
-        if let week = decision.weekLimitMinutes {
-            object["weekLimitMinutes"] = .int(Int64(week))
-            object["weekSeconds"] = .int(decision.weekUsedSeconds ?? 0)
-            object["weekRemainingSeconds"] = .int(decision.weekRemainingSeconds ?? 0)
-        }
-        object["nextChange"] =
-            decision.nextChange.map {
-                .object(JSONObject([("at", .string(zone.iso8601($0.at))), ("state", .string($0.state.rawValue))]))
-            } ?? .null
-        object["allowedAgainAt"] = decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
-        object["counting"] = counting.map { .bool($0) } ?? .null
-        object["apps"] = .array(
-            apps.map { app in
-                .object(
-                    JSONObject([
-                        ("app", .string(app.app)), ("seconds", .int(UserStatus.seconds(app.milliseconds))),
-                        ("running", .bool(app.running)),
-                    ]))
-            })
-        object["rules"] = .array(
-            rules.map { rule in
-                .object(
-                    JSONObject(
-                        [
-                            ("app", .string(rule.app)), ("rule", .string(rule.rule)),
-                            ("limitMinutes", rule.limitMinutes.map { .int(Int64($0)) } ?? .null), ("seconds", .int(rule.seconds)),
-                        ] + (rule.extraMinutes.map { [("extraMinutes", JSONValue.int(Int64($0)))] } ?? [])))
-            })
-        object["blocked"] = .array(
-            blocked.map { window in
-                var entry = JSONObject([("start", .string(window.start)), ("end", .string(window.end)), ("state", .string(window.state))])
-                if let name = window.window { entry["window"] = .string(name) }
-                return .object(entry)
-            })
-        if let allowance = selfExtension {
-            object["selfExtension"] = .object(
-                JSONObject([("minutes", .int(Int64(allowance.minutes))), ("perWeek", .int(Int64(allowance.perWeek)))]))
-        }
-        return .object(object)
-    }
+    /// `report` as JSON: what the agent sends and `curfew status --json` prints.
+    public var json: JSONValue { report.json }
 }

@@ -119,3 +119,24 @@ public struct UsageRow: Sendable, Equatable {
         self.milliseconds = milliseconds
     }
 }
+
+/// On the agent's socket a bucket is a list, `["2026-11-25", 14, "minecraft", 600000]`.
+extension UsageRow: Codable {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.unkeyedContainer()
+        try container.encode("\(day)")
+        try container.encode(hour)
+        try container.encode(app)
+        try container.encode(milliseconds)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        var container = try decoder.unkeyedContainer()
+        let text = try container.decode(String.self)
+        guard let day = try? LocalDate.parse(text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a date: \(text)")
+        }
+        self.init(day: day, hour: try container.decode(Int.self), app: try container.decode(String.self), milliseconds: try container.decode(Int64.self))
+        guard container.isAtEnd else { throw DecodingError.dataCorruptedError(in: container, debugDescription: "a bucket has 4 fields") }
+    }
+}

@@ -96,11 +96,11 @@ public final class Indicator {
 
     /// One line from the watch: the status, or the agent's refusal.
     func receive(_ line: String) -> Outcome? {
-        guard let reply = WatchReply(line) else { return nil }
+        guard let reply = AgentReply(line: line) else { return nil }
         guard reply.ok, let status = reply.status else {
             switch reply.error {
-            case AgentRefusal.unknownUser.rawValue?, AgentRefusal.notPermitted.rawValue?: return .notManaged(reply.message ?? "not managed")
-            case AgentRefusal.alreadyWatching.rawValue? where tray == nil:
+            case .unknownUser?, .notPermitted?: return .notManaged(reply.message ?? "not managed")
+            case .alreadyWatching? where tray == nil:
                 // Another indicator already shows this session: this one is not needed.
                 return .notManaged("another indicator watches this session")
             default:
@@ -153,12 +153,12 @@ public final class Indicator {
         case .extend:
             request = .extend
         }
-        let answer = (try? PeerSocketClient.request(path: socketPath, line: request.line)).flatMap { WatchReply($0) }
+        let answer = (try? PeerSocketClient.request(path: socketPath, line: request.line)).flatMap { AgentReply(line: $0) }
         switch (action, answer) {
         case (.approve, _): break
         case (_, nil): note = "The agent did not answer; try again"
         case (.ask(let minutes), let reply?) where reply.ok:
-            note = "Asked for \(ChildWords.duration(seconds: Int64(minutes) * 60)) (request \(reply.requestID ?? 0)); a parent will answer"
+            note = "Asked for \(ChildWords.duration(seconds: Int64(minutes) * 60)) (request \(reply.request?.id ?? 0)); a parent will answer"
         case (.extend, let reply?) where reply.ok:
             note = reply.extended.map { "Took \(ChildWords.duration(seconds: Int64($0.minutes) * 60)) more (\($0.used) of \($0.perWeek) this week)" }
         case (_, let reply?):
@@ -195,11 +195,11 @@ public final class Indicator {
                 var pin = try dialog.getPIN()
                 let line = AgentRequest.approvePIN(pin: String(decoding: pin, as: UTF8.self), minutes: Int64(minutes)).line
                 for index in pin.indices { pin[index] = 0 }
-                let reply = (try? PeerSocketClient.request(path: socketPath, line: line, timeout: .seconds(10))).flatMap { WatchReply($0) }
+                let reply = (try? PeerSocketClient.request(path: socketPath, line: line, timeout: .seconds(10))).flatMap { AgentReply(line: $0) }
                 guard let reply else { return "The agent did not answer; try again" }
                 if reply.ok { return "A parent approved \(amount) more" }
                 let reason = UntrustedText.escaped(reply.message ?? "refused", for: .terminal)
-                guard reply.error == AgentRefusal.wrongPIN.rawValue else {
+                guard reply.error == .wrongPIN else {
                     // No PIN set, tries used up, or the agent failed: say so in the dialog, then in the menu.
                     _ = try? dialog.command("SETDESC", reason)
                     _ = try? dialog.command("MESSAGE")

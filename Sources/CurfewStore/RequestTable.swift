@@ -180,20 +180,11 @@ public enum RequestTable {
 
 extension TimeRequest {
     /// The form the socket and `curfew requests --json` use.
-    public var json: JSONValue {
-        var object = JSONObject([
-            ("id", .int(id)),
-            ("user", .string(user)),
-            ("minutes", .int(Int64(minutes))),
-        ])
-        object["reason"] = reason.map { .string($0) } ?? .null
-        object["createdMs"] = .int(createdMilliseconds)
-        object["status"] = .string(status.rawValue)
-        object["answeredMs"] = answeredMilliseconds.map { .int($0) } ?? .null
-        object["grantedMinutes"] = grantedMinutes.map { .int(Int64($0)) } ?? .null
-        object["answeredBy"] = answeredBy.map { .string($0) } ?? .null
-        object["cause"] = cause.map { .string($0.code) } ?? .null
-        object["app"] = app.map { .string($0) } ?? .null
-        return .object(object)
+    public var record: AgentReply.RecordedRequest {
+        AgentReply.RecordedRequest(
+            id: id, user: user, minutes: minutes, reason: reason, createdMs: createdMilliseconds, status: status.rawValue,
+            answeredMs: answeredMilliseconds, grantedMinutes: grantedMinutes, answeredBy: answeredBy, cause: cause?.code, app: app)
     }
+
+    public var json: JSONValue { JSONValueEncoder().value(of: record) }
 }
