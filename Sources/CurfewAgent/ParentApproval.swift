@@ -27,7 +27,7 @@ extension Agent {
         case full(PolicyError)
     }
 
-    func approveWithPIN(user: String, policy: Policy, pin: String, minutes: Int, now: Int64) throws -> PINApproval {
+    func approveWithPIN(user: String, pin: String, minutes: Int, now: Int64) throws -> PINApproval {
         let pinFile = ParentPINFile(stateDirectory: configuration.stateDirectory)
         let hash: ParentPINHash
         do {
@@ -122,12 +122,12 @@ extension SocketProtocol {
         guard let caller = Accounts.account(uid: callerUID) else {
             return failure(.notPermitted, "your account has no name, so it cannot be managed")
         }
-        guard let policy = agent.state.policies[caller.name] else {
+        guard agent.state.policies[caller.name] != nil else {
             return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
         }
         do {
             switch try agent.approveWithPIN(
-                user: caller.name, policy: policy, pin: pin, minutes: Int(minutes), now: agent.clock.wallSeconds)
+                user: caller.name, pin: pin, minutes: Int(minutes), now: agent.clock.wallSeconds)
             {
             case .refused(let refusal):
                 return refusal.reply
