@@ -67,11 +67,7 @@ public enum ProgramPages {
     }
 
     /// The path of the running program as the kernel names it in `/proc/self/maps`.
-    static func executablePath() throws(Errno) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = try Errno.check { readlink("/proc/self/exe", &buffer, buffer.count - 1) }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
+    static func executablePath() throws(Errno) -> String { try linkTarget("/proc/self/exe") }
 
     /// VmRSS of this process in KiB (0 when unreadable).
     static func residentKiB() -> Int {
@@ -85,4 +81,11 @@ public enum ProgramPages {
 
 extension Substring {
     fileprivate var trimmingLeadingBlanks: Substring { drop(while: { $0 == " " }) }
+}
+
+/// What the symbolic link at `path` names (`readlink`, up to PATH_MAX bytes).
+func linkTarget(_ path: String) throws(Errno) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = try Errno.check { readlink(path, &buffer, buffer.count - 1) }
+    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -163,15 +163,9 @@ private func primaryGroup(of uid: UInt32) -> UInt32 {
 
 /// Polls `/proc/PID/exe` until it no longer names the wrapper (or the process is gone).
 private func waitUntilExecuted(pid: Int32, wrapper: String) {
-    func executable(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink(path, &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
     let wrapperPath = realPath(wrapper) ?? wrapper
     for _ in 0..<2000 {
-        guard let current = executable("/proc/\(pid)/exe") else { return }
+        guard let current = try? linkTarget("/proc/\(pid)/exe"), !current.isEmpty else { return }
         if current != wrapperPath { return }
         usleep(1000)
     }
