@@ -29,13 +29,13 @@ extension ScheduleAgentTests {
         let now = Int64(Date().timeIntervalSince1970)
         let start = now / 60 * 60 - 3600
         let end = start + 3 * 3600
-        try runner.ok(["downtime", account.name, "add", "chores", "\(Self.clock(start))-\(Self.clock(end))"])
+        try runner.ok(["downtime", account.name, "add", "chores", "\(utcClock(start))-\(utcClock(end))"])
         let terminal = try UserTerminal(owner: account)
         let agent = try AgentProcess(runner)
         defer { agent.killHard() }
         let socket = ["--socket", agent.socketPath]
         let refused = try runner.run(["check-login", "--user", account.name] + socket)
-        #expect(refused.status == 77 && refused.stdout.contains("downtime: chores until \(Self.clock(end))"), "\(refused)")
+        #expect(refused.status == 77 && refused.stdout.contains("downtime: chores until \(utcClock(end))"), "\(refused)")
 
         let asked = try runner.run(["request", "30m", "--reason", "<b>finish</b> homework"] + socket, asUser: account.name)
         #expect(asked.status == 0, "\(asked)")
@@ -50,9 +50,10 @@ extension ScheduleAgentTests {
 
         let approved = try runner.ok(["approve", "1"])
         let delay = Int((Int64(Date().timeIntervalSince1970) - start + 59) / 60) + 30
-        let until = Self.clock(start + Int64(delay) * 60)
+        let moved = start + Int64(delay) * 60
+        let until = utcClock(moved)
         #expect(
-            approved.stdout.hasPrefix("approved request 1: granted \(account.name) until \(until) (downtime chores moved) (record "),
+            approved.stdout.hasPrefix("approved request 1: granted \(account.name) until \(utcWhen(moved)) (downtime chores moved) (record "),
             "\(approved)")
         var allowed = try runner.run(["check-login", "--user", account.name] + socket)
         for _ in 0..<40 where allowed.status != 0 {
@@ -69,15 +70,19 @@ extension ScheduleAgentTests {
         #expect((29 * 60...31 * 60).contains(remaining), "\(status)")
         let text = try runner.run(["status"] + socket, asUser: account.name).stdout
         #expect(text.contains("chores \(TimeAllowance.format(minutes: delay)) later today (granted)"), "\(text)")
-        // Today's periods end at midnight: a window that runs into tomorrow is shown up to 24:00.
-        let shownEnd = end / 86_400 > (start + Int64(delay) * 60) / 86_400 ? "24:00" : Self.clock(end)
-        #expect(text.contains("downtime chores \(until)-\(shownEnd)"), "\(text)")
+        // Today's periods end at midnight: a window that runs into tomorrow is shown up to 24:00, and
+        // one moved past midnight is not today's any more (near midnight, today shows only the end
+        // of last night's window).
+        let movedToday = moved / 86_400 == Int64(Date().timeIntervalSince1970) / 86_400
+        let shownEnd = end / 86_400 > moved / 86_400 ? "24:00" : utcClock(end)
+        #expect(!movedToday || text.contains("downtime chores \(until)-\(shownEnd)"), "\(text)")
+        #expect(movedToday || text.contains("next change  downtime tomorrow at \(until)"), "\(text)")
         // The child's own schedule (through the agent) has the window where it now is.
         let schedule = try runner.run(["schedule"] + socket, asUser: account.name)
         #expect(schedule.stdout.contains("(granted: downtime chores \(TimeAllowance.format(minutes: delay)) later)"), "\(schedule)")
-        #expect(schedule.stdout.contains("\(until)-"), "\(schedule)")
+        #expect(!movedToday || schedule.stdout.contains("\(until)-"), "\(schedule)")
         try waitUntil(seconds: 5, "the child is told what they got and until when") {
-            terminal.read().contains("a parent moved downtime chores: you may use the computer until \(until)")
+            terminal.read().contains("a parent moved downtime chores: you may use the computer until \(utcWhen(moved))")
         }
         let events = try enforcement.events(runner, kind: "extra-time-granted")
         #expect(events.count == 1 && (events.first?["message"] as? String)?.contains("downtime chores") == true, "\(events)")
@@ -90,7 +95,11 @@ extension ScheduleAgentTests {
     @Test func approveInABreakEndsTheBreak() throws {
         let (runner, account, _, _) = try enforcement.base.setUp(account: Self.account)
         defer { runner.cleanUp() }
-        try runner.ok(["timezone", account.name, "UTC"])
+        // The agent lives 15 minutes ahead and `approve` (the CLI) on the machine's clock: the grant
+        // is for the CLI's day. Within 20 minutes of midnight UTC the child's day is an hour east, so
+        // both clocks are on the same day.
+        let secondOfDay = Int64(Date().timeIntervalSince1970) % 86_400
+        try runner.ok(["timezone", account.name, secondOfDay > 86_400 - 20 * 60 ? "Etc/GMT-1" : "UTC"])
         try runner.ok(["breaks", account.name, "15m", "5m"])
         // `apps` leaves the child's own `curfew request` running.
         try runner.ok(["lockout", account.name, "apps"])

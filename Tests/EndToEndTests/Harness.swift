@@ -1,6 +1,18 @@
 import Foundation
 import Testing
 
+/// `HH:MM` in UTC of an instant (the accounts in these tests live on UTC).
+func utcClock(_ instant: Int64) -> String {
+    let minutes = Int(((instant % 86_400) + 86_400) % 86_400) / 60
+    return String(format: "%02d:%02d", minutes / 60, minutes % 60)
+}
+
+/// An instant as the child is told it on UTC from `now`: `HH:MM` today, `tomorrow at HH:MM` after
+/// midnight (a test run in the hours before midnight meets the second).
+func utcWhen(_ instant: Int64, now: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
+    instant / 86_400 > now / 86_400 ? "tomorrow at \(utcClock(instant))" : utcClock(instant)
+}
+
 /// Runs the built `curfew` binary in a private state directory.
 struct CurfewRunner {
     struct Result: CustomStringConvertible {

@@ -19,11 +19,7 @@ struct LoginServiceTests {
         try runner.ok(["user", "add", account.name])
         try runner.ok(["timezone", account.name, "UTC"])
         let now = Int64(Date().timeIntervalSince1970)
-        func clock(_ instant: Int64) -> String {
-            let minutes = Int(((instant % 86_400) + 86_400) % 86_400) / 60
-            return String(format: "%02d:%02d", minutes / 60, minutes % 60)
-        }
-        try runner.ok(["bedtime", account.name, "\(clock(now - 7200))-\(clock(now + 7200))"])
+        try runner.ok(["bedtime", account.name, "\(utcClock(now - 7200))-\(utcClock(now + 7200))"])
         // The agent notes whom it manages, then stops: the records on disk decide from here on.
         let agent = try AgentProcess(runner)
         try waitUntil(seconds: 10, "the managed-users list") {

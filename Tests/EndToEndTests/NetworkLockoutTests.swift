@@ -168,12 +168,6 @@ struct NetworkLockoutTests {
     static let cut = ["tcp4": false, "tcp6": false, "udp4": false, "udp6": false, "lo4": true, "lo6": true]
     static let open = ["tcp4": true, "tcp6": true, "udp4": true, "udp6": true, "lo4": true, "lo6": true]
 
-    /// `HH:MM` in UTC of an instant.
-    static func clock(_ instant: Int64) -> String {
-        let minutes = Int(instant % 86_400) / 60
-        return String(format: "%02d:%02d", minutes / 60, minutes % 60)
-    }
-
     func waitForProbe(_ pair: NetworkPair, _ user: String?, _ expected: [String: Bool], _ what: String, agent: AgentProcess?) throws {
         var last: [String: Bool] = [:]
         do {
@@ -210,7 +204,7 @@ struct NetworkLockoutTests {
         let now = Int64(Date().timeIntervalSince1970)
         let start = now / 60 * 60 - 3600
         let end = start + 3 * 3600
-        try runner.ok(["bedtime", child.name, "\(Self.clock(start))-\(Self.clock(end))"])
+        try runner.ok(["bedtime", child.name, "\(utcClock(start))-\(utcClock(end))"])
 
         // Before the agent: everyone reaches the server (so the probe can tell).
         #expect(try pair.probe(as: child.name) == Self.open)
@@ -241,7 +235,7 @@ struct NetworkLockoutTests {
         #expect(login.status == 0, "logins go on under the network lockout: \(login)")
         let off = try events(runner, kind: "network-off")
         // Local words: a bedtime that ends after midnight ends "tomorrow at" its time.
-        let until = end / 86_400 > Int64(Date().timeIntervalSince1970) / 86_400 ? "tomorrow at \(Self.clock(end))" : Self.clock(end)
+        let until = utcWhen(end)
         #expect(
             off.count == 1
                 && off.first?["message"] as? String

@@ -14,12 +14,6 @@ struct ScheduleAgentTests {
     static let account = "curfewsched"
     let enforcement = EnforcementEndToEndTests()
 
-    /// `HH:MM` in UTC of an instant.
-    static func clock(_ instant: Int64) -> String {
-        let minutes = Int(instant % 86_400) / 60
-        return String(format: "%02d:%02d", minutes / 60, minutes % 60)
-    }
-
     /// A downtime window that starts at the next minute (at least 3 seconds away) stops the child's
     /// process when it starts, and a login is then refused naming the window and its end.
     @Test func aDowntimeWindowStopsTheChildAndRefusesTheLoginByName() throws {
@@ -29,7 +23,7 @@ struct ScheduleAgentTests {
         let now = Int64(Date().timeIntervalSince1970)
         let start = (now + 3 + 59) / 60 * 60
         let end = start + 120
-        try runner.ok(["downtime", account.name, "add", "chores", "\(Self.clock(start))-\(Self.clock(end))"])
+        try runner.ok(["downtime", account.name, "add", "chores", "\(utcClock(start))-\(utcClock(end))"])
         let process = try enforcement.base.runAs(account, "/usr/bin/tail", ["-f", "/dev/null"])
         defer {
             kill(process, SIGKILL)
@@ -46,14 +40,14 @@ struct ScheduleAgentTests {
         #expect(enforcement.death(of: process, within: 3.5) != nil, "the window did not stop the child's process\n\(agent.log)")
         let refused = try runner.run(["check-login", "--user", account.name, "--socket", agent.socketPath])
         #expect(refused.status == 77, "\(refused)")
-        let again = end / 86_400 > start / 86_400 ? "tomorrow at \(Self.clock(end))" : "at \(Self.clock(end))"
+        let again = (end / 86_400 > start / 86_400 ? "" : "at ") + utcWhen(end, now: start)
         #expect(
             refused.stdout
-                == "Curfew: \(account.name) may not log in now: downtime: chores until \(Self.clock(end)). You may log in again \(again).\n",
+                == "Curfew: \(account.name) may not log in now: downtime: chores until \(utcClock(end)). You may log in again \(again).\n",
             "\(refused)")
         usleep(300_000)
         let lockouts = try enforcement.events(runner, kind: "lockout")
-        #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(Self.clock(end))") == true, "\(lockouts)")
+        #expect(lockouts.count == 1 && (lockouts.first?["message"] as? String)?.hasPrefix("downtime: chores until \(utcClock(end))") == true, "\(lockouts)")
     }
 
     /// A break enforced after `afterMinutes` of real screen time: the test moves the agent's clock
@@ -199,7 +193,7 @@ struct ScheduleAgentTests {
         try runner.ok(["lockout", account.name, "apps"])
         let now = Int64(Date().timeIntervalSince1970)
         let start = now / 60 * 60 - 3600
-        try runner.ok(["bedtime", account.name, "\(Self.clock(start))-\(Self.clock(start + 3 * 3600))"])
+        try runner.ok(["bedtime", account.name, "\(utcClock(start))-\(utcClock(start + 3 * 3600))"])
         let agent = try AgentProcess(runner)
         defer { agent.killHard() }
         let socket = ["--socket", agent.socketPath]
@@ -211,7 +205,7 @@ struct ScheduleAgentTests {
         let delay = Int((Int64(Date().timeIntervalSince1970) - start + 59) / 60) + 30
         #expect(
             approved.stdout.hasPrefix(
-                "approved request 1: granted \(account.name) until \(Self.clock(start + Int64(delay) * 60)) (bedtime moved) (record "),
+                "approved request 1: granted \(account.name) until \(utcWhen(start + Int64(delay) * 60)) (bedtime moved) (record "),
             "\(approved)")
         var allowed = try runner.run(["check-login", "--user", account.name] + socket)
         for _ in 0..<40 where allowed.status != 0 {

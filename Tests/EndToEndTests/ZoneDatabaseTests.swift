@@ -74,11 +74,7 @@ struct ZoneDatabaseTests {
         try runner.ok(["user", "add", account.name])
         // Bedtime from two hours before now to two hours after, on the zone's first clock (UTC).
         let now = Int64(Date().timeIntervalSince1970)
-        func clock(_ instant: Int64) -> String {
-            let minutes = Int(((instant % 86_400) + 86_400) % 86_400) / 60
-            return String(format: "%02d:%02d", minutes / 60, minutes % 60)
-        }
-        try runner.ok(["bedtime", account.name, "\(clock(now - 7200))-\(clock(now + 7200))"])
+        try runner.ok(["bedtime", account.name, "\(utcClock(now - 7200))-\(utcClock(now + 7200))"])
         let set = try runner.run(["timezone", account.name, "Curfew/Shift"], environment: tzdir)
         #expect(set.status == 0, "\(set)")
         let agent = try AgentProcess(runner, extraEnvironment: tzdir, arguments: ["--zone-recheck", "1"])
@@ -92,7 +88,7 @@ struct ZoneDatabaseTests {
         }
         #expect(before.status == 77, "\(before)\n\(agent.log)")
         // Local words: the end of a bedtime after midnight is "tomorrow at" its time.
-        let again = (now + 7200) / 86_400 > now / 86_400 ? "tomorrow at \(clock(now + 7200))" : "at \(clock(now + 7200))"
+        let again = ((now + 7200) / 86_400 > now / 86_400 ? "" : "at ") + utcWhen(now + 7200, now: now)
         #expect(before.stdout.contains("bedtime. You may log in again \(again)"), "\(before)")
         // The new rules: twelve hours east. Now is midday on the zone's clock, far from bedtime.
         try zones.compile("Zone Curfew/Shift 0:00 - SHA 2000\n 12:00 - SHB\n")
