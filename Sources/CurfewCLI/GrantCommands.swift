@@ -94,7 +94,11 @@ struct Grant: ParsableCommand {
     @Argument(help: "Extra screen time: 30m, 1h30m, or 0 with --bedtime.", completion: Completions.durations) var duration: String
     @Option(name: .long, help: ArgumentHelp("Move that night's bedtime this much later.", valueName: "duration"))
     var bedtime: String?
-    @Option(name: .long, help: ArgumentHelp("The day, YYYY-MM-DD (default: today in the policy's zone).", valueName: "date"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The day, YYYY-MM-DD (default: today in the policy's zone; for --bedtime in last night's bedtime, last night).",
+            valueName: "date"))
     var date: String?
     @Option(
         name: .long,
@@ -129,12 +133,30 @@ struct Grant: ParsableCommand {
             }
         }
         let now = Workspace.now()
-        let today = Schedule.zone(for: policy).localTime(at: now).date
-        let day = requested ?? today
+        let zone = Schedule.zone(for: policy)
+        let today = zone.localTime(at: now).date
+        let yesterday = today.adding(days: -1)
+        // Last night's bedtime as first set, and as the child is in it (with what was granted already).
+        let lastNight = Schedule(policy: policy, zone: zone).bedtimeInterval(startingOn: yesterday)
+        let lastNightLasts = lastNight.map { now < $0.end } ?? false
+        var day = requested ?? today
+        if requested == nil, delay > 0, lastNightLasts,
+            let inForce = try workspace.savedDay(of: user, policy: policy, now: now).schedule.bedtimeInterval(startingOn: yesterday),
+            inForce.start <= now, inForce.start + Int64(delay) * 60 > now
+        {
+            // After midnight, in last night's bedtime, a delay that lets the child back in now is for
+            // that night: it is the bedtime the child is in.
+            guard extra == 0, lift.app == nil else {
+                throw CLIError(
+                    "last night's bedtime lasts until \(ChildMessages.when(inForce.end, now: now, zone: zone)): move it with a grant "
+                        + "of its own (curfew grant \(user) 0 --bedtime \(bedtime ?? "")) and give today's time in another",
+                    .invalidArguments)
+            }
+            day = yesterday
+        }
         // A day that is over cannot be given more; last night's bedtime can be moved while it lasts.
         if day < today {
-            let lastNight = Schedule(policy: policy, zone: Schedule.zone(for: policy)).bedtimeInterval(startingOn: day)
-            guard day == today.adding(days: -1), extra == 0, delay > 0, let lastNight, now < lastNight.end else {
+            guard day == yesterday, extra == 0, delay > 0, lastNightLasts else {
                 throw CLIError("\(day) is already over (today is \(today)); extra time is for today or a later day", .invalidArguments)
             }
         }

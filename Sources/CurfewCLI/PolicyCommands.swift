@@ -192,9 +192,11 @@ struct ScheduleCommand: ParsableCommand {
             ? ChildView.rules(of: user, socket: socket)
             : (workspace.currentPolicy(of: user).policy, workspace.scan(warningsFor: user).adjustments[user] ?? [:])
         let zone = Schedule.zone(for: policy)
-        let day = requested ?? zone.localTime(at: Workspace.now()).date
-        let adjustment = adjustments[day] ?? DayAdjustment()
+        let now = Workspace.now()
+        let day = requested ?? zone.localTime(at: now).date
         let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
+        // The day's grants, with last night's delay while its window runs into the day.
+        let adjustment = schedule.adjustmentInForce(on: day, now: requested == nil ? now : zone.startOfDay(day))
         let periods = schedule.periods(on: day)
         workspace.finish()
         let limit = schedule.limitMinutes(on: day)

@@ -166,6 +166,33 @@ public struct Schedule: Sendable {
         return start < end ? (start, end) : nil
     }
 
+    /// What a parent granted that holds on `date` at `now`: that day's grants, and a delay of last
+    /// night's bedtime or of a downtime window that began yesterday when it moved that window's start
+    /// past midnight and the window has not ended by `now` (it is what lets the child in after
+    /// midnight, and what `status` and `schedule` should name). The day's own delay wins.
+    public func adjustmentInForce(on date: LocalDate, now: Int64) -> DayAdjustment {
+        var adjustment = adjustments[date] ?? DayAdjustment()
+        let yesterday = date.adding(days: -1)
+        guard let last = adjustments[yesterday] else { return adjustment }
+        let midnight = zone.startOfDay(date)
+        if adjustment.bedtimeDelayMinutes == 0, last.bedtimeDelayMinutes > 0, let window = bedtimeWindow(startingOn: yesterday),
+            window.crossesMidnight, zone.instant(yesterday, window.start) + Int64(last.bedtimeDelayMinutes) * 60 > midnight,
+            now < zone.instant(date, window.end)
+        {
+            adjustment.bedtimeDelayMinutes = last.bedtimeDelayMinutes
+        }
+        for interval in downtimeIntervals(startingOn: yesterday) where interval.window.crossesMidnight {
+            let name = interval.window.name
+            // `interval` is already moved by yesterday's delay.
+            if adjustment.downtimeDelayMinutes[name] == nil, let delay = last.downtimeDelayMinutes[name], interval.start > midnight,
+                now < interval.end
+            {
+                adjustment.downtimeDelayMinutes[name] = delay
+            }
+        }
+        return adjustment
+    }
+
     /// The downtime windows that start on `date` (none on an exception's day that lifts them), as
     /// instants; empty ones (a DST change) left out.
     public func downtimeIntervals(startingOn date: LocalDate) -> [(start: Int64, end: Int64, window: DowntimeWindow)] {

@@ -16,7 +16,8 @@ public struct UserStatus: Sendable, Equatable {
     /// Whether screen time is being counted right now (nil when the agent is not running).
     public var counting: Bool?
     public var zone: ZoneRules
-    /// Extra time granted for the day (already part of the decision's limit).
+    /// Extra time granted for the day (already part of the decision's limit), with last night's
+    /// bedtime or downtime delay while that window lasts (`Schedule.adjustmentInForce`).
     public var adjustment: DayAdjustment = DayAdjustment()
     /// Screen time on the family's other computers that the daily limit counts; nil when the policy
     /// counts this computer only.
@@ -63,7 +64,7 @@ public struct UserStatus: Sendable, Equatable {
         }
         return UserStatus(
             user: user, date: decision.date, timezone: zone.identifier, screenMilliseconds: screen, decision: decision,
-            apps: apps, counting: counting, zone: zone, adjustment: adjustments[decision.date] ?? DayAdjustment(),
+            apps: apps, counting: counting, zone: zone, adjustment: schedule.adjustmentInForce(on: decision.date, now: now),
             otherComputersMilliseconds: others, rules: rules, blocked: blocked, selfExtension: policy.selfExtension)
     }
 

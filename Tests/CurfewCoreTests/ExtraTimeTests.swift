@@ -446,3 +446,41 @@ struct PolicyHistoryTests {
         #expect(PolicyHistory.policies(records: [], zone: zone, from: try! LocalDate.parse("2026-11-12"), to: try! LocalDate.parse("2026-11-13")).isEmpty)
     }
 }
+
+@Suite("What a parent granted that holds now")
+struct AdjustmentInForceTests {
+    /// Bedtime 21:00-07:00 and downtime `gaming` 23:30-01:00 every day, in UTC; on Wednesday night a
+    /// parent moved bedtime 4 h (to 01:00) and `gaming` 60 min (to 00:30), and gave 30 min more.
+    let schedule = Schedule(
+        policy: rulesPolicy(bedtime: "21:00-07:00", downtime: [downtime("gaming", "23:30-01:00")]), zone: zoneRules("UTC"),
+        adjustments: [wednesday: DayAdjustment(extraMinutes: 30, bedtimeDelayMinutes: 240, downtimeDelayMinutes: ["gaming": 60])])
+    let thursday = wednesday.adding(days: 1)
+
+    @Test func lastNightsDelaysPastMidnightHoldUntilTheirWindowsEnd() {
+        let onWednesday = schedule.adjustmentInForce(on: wednesday, now: utc("2026-11-25T22:00Z"))
+        #expect(onWednesday == schedule.adjustments[wednesday], "the day's own grants, as they are")
+        // After midnight: both windows began last night and still run; the extra time was Wednesday's.
+        let early = schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z"))
+        #expect(early == DayAdjustment(bedtimeDelayMinutes: 240, downtimeDelayMinutes: ["gaming": 60]))
+        // `gaming` ended at 01:00; bedtime lasts until 07:00.
+        let later = schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T01:00Z"))
+        #expect(later == DayAdjustment(bedtimeDelayMinutes: 240))
+        #expect(schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T07:00Z")).isEmpty)
+    }
+
+    @Test func theDaysOwnGrantWinsAndADelayThatEndsBeforeMidnightIsNotCarried() {
+        var adjustments = schedule.adjustments
+        adjustments[thursday] = DayAdjustment(bedtimeDelayMinutes: 15)
+        let both = Schedule(policy: schedule.policy, zone: schedule.zone, adjustments: adjustments)
+        #expect(both.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).bedtimeDelayMinutes == 15)
+        let daytime = Schedule(
+            policy: rulesPolicy(bedtime: "13:00-15:00"), zone: zoneRules("UTC"),
+            adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 60)])
+        #expect(daytime.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).isEmpty)
+        // A bedtime moved from 21:00 to 22:00 is over the night's start by midnight: Thursday does not
+        // have it, at any time.
+        let hourLater = Schedule(
+            policy: schedule.policy, zone: schedule.zone, adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 60)])
+        #expect(hourLater.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).isEmpty)
+    }
+}

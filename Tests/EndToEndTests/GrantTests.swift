@@ -1,3 +1,4 @@
+import CurfewCore
 import CurfewLinux
 import Foundation
 import Testing
@@ -125,6 +126,39 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let offline = try runner.run(["request", "30m", "--socket", socket])
         #expect(offline.status == 69)
         #expect(offline.stderr == "curfew: the agent is not running (cannot reach \(socket))\n")
+    }
+
+    /// After midnight, in last night's bedtime: `--bedtime` moves that night's when it lets the child
+    /// back in now, and tonight's otherwise; with extra time as well it is refused, changing nothing.
+    @Test func aBedtimeGrantAfterMidnightMovesTheNightTheChildIsIn() throws {
+        let runner = try initialised()
+        defer { runner.cleanUp() }
+        // A fixed zone whose clock reads 00:MM now, whatever the hour in UTC.
+        let now = Int64(Date().timeIntervalSince1970)
+        let hour = Int(now % 86_400 / 3600)
+        let zone = hour == 0 ? "UTC" : hour <= 12 ? "Etc/GMT+\(hour)" : "Etc/GMT-\(24 - hour)"
+        try runner.ok(["timezone", "kid", zone])
+        try runner.ok(["bedtime", "kid", "22:00-03:00"])
+        let rules = try #require(ZoneRules(identifier: zone))
+        let today = rules.localTime(at: now).date
+        #expect(rules.localTime(at: now).secondOfDay < 3600, "\(zone)")
+        // 22:00 + 1 h is past: that would lift nothing now, so it is tonight's.
+        let tonight = try runner.ok(["grant", "kid", "0", "--bedtime", "1h"])
+        #expect(tonight.stdout.hasPrefix("granted bedtime 1h later for kid on \(today) (record "), "\(tonight)")
+        let before = try runner.snapshot()
+        let both = try runner.run(["grant", "kid", "30m", "--bedtime", "3h"])
+        #expect(both.status == 64, "\(both)")
+        #expect(
+            both.stderr == "curfew: last night's bedtime lasts until 03:00: move it with a grant of its own "
+                + "(curfew grant kid 0 --bedtime 3h) and give today's time in another\n", "\(both)")
+        #expect(try runner.snapshot() == before)
+        // 22:00 + 3 h is 01:00: the child may use the computer until then.
+        let lastNight = try runner.ok(["grant", "kid", "0", "--bedtime", "3h"])
+        #expect(lastNight.stdout.hasPrefix("granted bedtime 3h later for kid on \(today.adding(days: -1)) (record "), "\(lastNight)")
+        let schedule = try runner.ok(["schedule", "kid"]).stdout
+        #expect(schedule.contains("  00:00-01:00  allowed  1h\n  01:00-03:00  bedtime  2h\n"), "\(schedule)")
+        // What the day says it was granted is tonight's own (last night's shows in the periods).
+        #expect(schedule.contains("(granted: bedtime 1h later)"), "\(schedule)")
     }
 }
 
