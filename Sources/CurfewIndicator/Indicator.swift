@@ -128,9 +128,8 @@ public final class Indicator {
             tray.onClick = { [unowned self] id in self.clicked(id) }
             try bus.flush()
             self.tray = tray
-            // Started: the item is on the bus. What startup ran of the program is not needed again
-            // (given back only where the child could write the program's file, as with a build of
-            // their own; the package's is root's, and the kernel keeps those pages: `ProgramPages`).
+            // Started: the item is on the bus. What startup ran of the program is not needed again:
+            // its pages leave the indicator's resident set for the page cache (`ProgramPages`).
             _ = try? ProgramPages.release()
         } catch {
             return .failed("cannot show the item on the session bus: \(error)")

@@ -34,3 +34,29 @@ struct ProgramPagesTests {
         #expect(throws: Never.self) { try ProgramPages.release() }
     }
 }
+
+extension ProgramPagesTests {
+    /// A mapping with pages of the process's own (relocated or written: `Anonymous` above 0) keeps
+    /// them; one whose resident pages are all the file's may be dropped. From smaps as the kernel writes it.
+    @Test func onlyMappingsWithNoPageOfTheirOwnAreDropped() {
+        let smaps = """
+            55fa9174d000-55fa935b6000 r-xp 00000000 fe:00 5367407                    /usr/lib/curfew/curfew
+            Size:              30116 kB
+            Rss:                8192 kB
+            Anonymous:             0 kB
+            VmFlags: rd ex mr mw me dw
+            55fa935b7000-55fa93680000 r--p 01e69000 fe:00 5367407                    /usr/lib/curfew/curfew
+            Size:                804 kB
+            Anonymous:           804 kB
+            VmFlags: rd mr mw me dw ac
+            55fa93680000-55fa93690000 r--p 01f32000 fe:00 5367407                    /usr/lib/curfew/curfew
+            Size:                 64 kB
+            VmFlags: rd mr mw me dw
+            """
+        let ranges: [Range<UInt>] = [
+            0x55fa_9174_d000..<0x55fa_935b_6000, 0x55fa_935b_7000..<0x55fa_9368_0000, 0x55fa_9368_0000..<0x55fa_9369_0000,
+            0x1000..<0x2000,
+        ]
+        #expect(ProgramPages.withoutOwnPages(ranges, smaps: smaps) == [0x55fa_9174_d000..<0x55fa_935b_6000])
+    }
+}

@@ -16,8 +16,12 @@ import SystemPackage
 /// are the program's own memory, which would go to swap). Pages another process also maps (a
 /// `curfew` command running the same file) stay where they are: the kernel skips them. The kernel
 /// pages out a file's pages only for a process that could open the file for writing (its owner,
-/// or root): the agent can; the child's indicator, running root's program as the child, gets the
-/// read-at-random advice but keeps its pages (measured: 12 MiB of the program resident either way).
+/// or root): the agent can; the child's indicator, running root's program as the child, cannot
+/// (measured: 12 MiB of the program stayed resident). What stays of a mapping that holds none of the
+/// process's own pages (smaps `Anonymous: 0 kB`: nothing relocated or written there) is then dropped
+/// from the process's page tables (`MADV_DONTNEED`): a private mapping of a file that nobody wrote
+/// reads the same bytes from the file again at the next touch, so the pages go back to the page
+/// cache, shared and reclaimable, and leave the process's resident set.
 public enum ProgramPages {
     /// What `release()` did: the mappings it advised, and the resident KiB of the process before and
     /// after (VmRSS).
@@ -42,7 +46,32 @@ public enum ProgramPages {
             try Errno.check { madvise(start, length, MADV_RANDOM) }
             try Errno.check { madvise(start, length, pageOut) }
         }
+        if let smaps = SmallFile.read("/proc/self/smaps", limit: 8 << 20) {
+            for range in withoutOwnPages(ranges, smaps: String(decoding: smaps, as: UTF8.self)) {
+                guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
+                try Errno.check { madvise(start, Int(range.upperBound - range.lowerBound), MADV_DONTNEED) }
+            }
+        }
         return Release(mappings: ranges.count, residentBeforeKiB: before, residentAfterKiB: residentKiB())
+    }
+
+    /// Those of `ranges` that `/proc/PID/smaps` shows with `Anonymous: 0 kB`: every resident page
+    /// is the file's. A mapping smaps does not list, or lists without the field, is left out.
+    static func withoutOwnPages(_ ranges: [Range<UInt>], smaps: String) -> [Range<UInt>] {
+        var clean: Set<UInt> = []
+        var current: UInt? = nil
+        for line in smaps.split(separator: "\n") {
+            if line.hasPrefix("Anonymous:") {
+                let value = line.dropFirst("Anonymous:".count).split(separator: " ").first
+                if let current, value == "0" { clean.insert(current) }
+                continue
+            }
+            // A mapping's first line: `start-end perms offset dev inode path`; field lines start with a name and ':'.
+            guard let first = line.split(separator: " ", maxSplits: 1).first, !first.hasSuffix(":") else { continue }
+            let bounds = first.split(separator: "-")
+            current = bounds.count == 2 ? UInt(bounds[0], radix: 16) : nil
+        }
+        return ranges.filter { clean.contains($0.lowerBound) }
     }
 
     /// MADV_PAGEOUT (Linux 5.4, `<linux/mman.h>`; glibc's headers in Debian 12 name it too, Swift's
