@@ -25,6 +25,8 @@ public final class Indicator {
     var stream: PeerSocketStream?
     var status: StatusReport?
     var note: String?
+    /// The PIN dialog while it is open (`approveWithPIN` on a thread of its own).
+    var approval: DetachedWork?
     /// While the agent cannot be reached: when to try again, and the wait after that (1 s .. 60 s).
     var retryAt: Int64 = 0
     var backoff: Int64 = 1_000
@@ -47,6 +49,7 @@ public final class Indicator {
                 pollers.append(pollfd(fd: -1, events: 0, revents: 0))
                 wait = max(0, retryAt - monotonic())
             }
+            if let approval { pollers.append(pollfd(fd: approval.descriptor, events: Int16(POLLIN), revents: 0)) }
             if let tray {
                 do {
                     let state = try tray.bus.pollState()
@@ -67,6 +70,11 @@ public final class Indicator {
                     if let outcome = receive(line) { return outcome }
                 }
                 if closed { disconnected() }
+            }
+            if let approval, pollers[1].revents != 0, let result = approval.readResult() {
+                self.approval = nil
+                note = result
+                if let outcome = show() { return outcome }
             }
             if let tray {
                 do {
@@ -143,7 +151,18 @@ public final class Indicator {
         let request: AgentRequest
         switch action {
         case .approve(let minutes):
-            note = approveWithPIN(minutes: minutes, user: status.user)
+            // The dialog waits for a person: the tray and the watch are served meanwhile.
+            if approval == nil {
+                let (socketPath, user) = (socketPath, status.user)
+                do {
+                    approval = try DetachedWork.start { Indicator.approveWithPIN(minutes: minutes, user: user, socketPath: socketPath) }
+                    note = "A parent types the PIN in the dialog"
+                } catch {
+                    note = "The PIN dialog could not start"
+                }
+            } else {
+                note = "The PIN dialog is open"
+            }
             _ = show()
             return
         case .ask(let minutes):
@@ -168,10 +187,9 @@ public final class Indicator {
 
     /// "A parent approves … here…": the PIN dialog (pinentry) asks for the parent's PIN, the agent checks
     /// it and gives the time; a wrong PIN is asked for again (the dialog says so) while the agent allows
-    /// tries. Returns the note the menu shows. The indicator waits for the dialog (pinentry's own timeout,
-    /// `Pinentry.dialogTimeoutSeconds` per question): the menu cannot be used meanwhile, and the watch
-    /// catches up after.
-    func approveWithPIN(minutes: Int, user: String) -> String {
+    /// tries. Returns the note the menu shows. Runs on a thread of its own (`DetachedWork`): the dialog
+    /// waits up to `Pinentry.dialogTimeoutSeconds` per question for a person.
+    static func approveWithPIN(minutes: Int, user: String, socketPath: String) -> String {
         guard let program = Pinentry.program() else {
             return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"
         }

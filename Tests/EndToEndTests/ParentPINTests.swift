@@ -20,7 +20,8 @@ struct ParentPINTests {
     let base = AgentTests()
 
     /// The pinentry stand-in: logs every command it receives (the PIN travels the other way), answers
-    /// the Nth GETPIN with line N of `answers`, cancels when there is none.
+    /// the Nth GETPIN with line N of `answers`, cancels when there is none; `wait` holds the dialog
+    /// open (a person who has not typed yet) until a file `release` exists, then cancels.
     static let standIn = """
         #!/bin/sh
         dir=$(dirname "$0")
@@ -32,6 +33,10 @@ struct ParentPINTests {
             GETPIN)
               n=$((n+1))
               pin=$(sed -n "${n}p" "$dir/answers")
+              if [ "$pin" = wait ]; then
+                while [ ! -e "$dir/release" ]; do sleep 0.1; done
+                pin=""
+              fi
               if [ -n "$pin" ]; then printf 'D %s\\nOK\\n' "$pin"; else echo "ERR 83886179 Operation cancelled <Pinentry>"; fi ;;
             BYE) echo "OK closing connection"; exit 0 ;;
             *) echo OK ;;
@@ -95,14 +100,19 @@ struct ParentPINTests {
         /// Clicks "A parent approves 30 min here…" with the stand-in typing `answers`, and waits until
         /// the dialog was closed (its BYE); returns what the stand-in was told in this dialog.
         func approve(typing answers: [String]) throws -> String {
+            let before = log
+            let dialogs = before.components(separatedBy: "\nBYE\n").count
+            try clickApprove(typing: answers)
+            try waitUntil(seconds: 30, "the PIN dialog is closed") { self.log.components(separatedBy: "\nBYE\n").count > dialogs }
+            return String(log.dropFirst(before.count))
+        }
+        /// Clicks "A parent approves 30 min here…" with the stand-in typing `answers`; the click's
+        /// call returns at once (the dialog is the indicator's business).
+        func clickApprove(typing answers: [String]) throws {
             let answersFile = directory.appendingPathComponent("answers")
             try Data(answers.map { $0 + "\n" }.joined().utf8).write(to: answersFile)
             chown(answersFile.path, user.uid, user.gid)
-            let before = log
-            let dialogs = before.components(separatedBy: "\nBYE\n").count
             _ = try busctl(["call", itemName, "/MenuBar", "com.canonical.dbusmenu", "Event", "isvu", "131", "clicked", "s", "", "0"])
-            try waitUntil(seconds: 30, "the PIN dialog is closed") { self.log.components(separatedBy: "\nBYE\n").count > dialogs }
-            return String(log.dropFirst(before.count))
         }
 
         func stop() {
@@ -177,6 +187,20 @@ struct ParentPINTests {
         defer { session.stop() }
         // busctl writes bytes outside ASCII in octal: "…" is \342\200\246.
         #expect(session.menu.contains(#""A parent approves 30 min here\342\200\246""#), "\(session.menu)")
+
+        // While the dialog waits for a person, the item goes on answering the panel and the menu says
+        // so; a second click opens no second dialog. The person cancels: the menu says that.
+        try session.clickApprove(typing: ["wait"])
+        try waitUntil(seconds: 10, "the dialog asks for the PIN") { session.log.hasSuffix("GETPIN\n") }
+        let opened = Date()
+        #expect(session.menu.contains("A parent types the PIN in the dialog"), "\(session.menu)")
+        try session.clickApprove(typing: ["wait"])
+        try waitUntil(seconds: 10, "the menu says the dialog is open") { session.menu.contains("The PIN dialog is open") }
+        print("parent PIN: the menu answered with the dialog open, in \(String(format: "%.2f", Date().timeIntervalSince(opened))) s")
+        #expect(session.log.components(separatedBy: "SETTITLE").count == 2, "one dialog: \(session.log)")
+        try Data().write(to: session.directory.appendingPathComponent("release"))
+        try waitUntil(seconds: 10, "the menu says it was cancelled") { session.menu.contains("Approval cancelled") }
+        try FileManager.default.removeItem(at: session.directory.appendingPathComponent("release"))
 
         // No PIN set: the dialog says so, nothing is tried or granted.
         let unset = try session.approve(typing: ["2468"])
