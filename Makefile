@@ -9,8 +9,8 @@ export CURFEW_CATALOG_DIRS ?= $(CURDIR)/policies/apps
 # Debian packages the build and the tests need; apt runs only when one is missing (chromium renders
 # the HTML report in a test; bsdutils, which is essential, gives script(1) for a terminal; uidmap gives
 # newuidmap for the test of a child's user namespace; a Java runtime runs a Java game and another Java
-# program in the app-identity test; fish runs the fish completion in a test).
-APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux debootstrap systemd-container chromium uidmap nftables syncthing xvfb xfce4-panel xfconf imagemagick openjdk-17-jre-headless fish
+# program in the app-identity test; fish and zsh run their completions in tests).
+APT_PACKAGES := libsqlite3-dev libsystemd-dev pkg-config tzdata sqlite3 python3 dbus dbus-daemon python3-dbusmock procps passwd util-linux debootstrap systemd-container chromium uidmap nftables syncthing xvfb xfce4-panel xfconf imagemagick openjdk-17-jre-headless fish zsh
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

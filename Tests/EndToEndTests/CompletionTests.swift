@@ -91,4 +91,70 @@ import Testing
                 "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "kid kiddo",
             ], "\(text)")
     }
+
+    /// The zsh completion from `curfew --generate-completion-script zsh` (what the package installs as
+    /// `_curfew`) through compinit in a real interactive zsh on a pseudo-terminal (zsh/zpty), one
+    /// Tab per line; the words it offers are caught where zsh's `compadd` adds them.
+    @Test func zshCompletesUsersAppsLockoutsWeekdaysAndDurations() throws {
+        let runner = try CurfewRunner()
+        defer { runner.cleanUp() }
+        try runner.ok(["init"])
+        try "kid\nkiddo\n".write(toFile: "\(runner.stateDir)/managed-users", atomically: true, encoding: .utf8)
+        let functions = runner.root.appendingPathComponent("functions")
+        try FileManager.default.createDirectory(at: functions, withIntermediateDirectories: true)
+        let script = try runner.ok(["--generate-completion-script", "zsh"]).stdout
+        #expect(script.hasPrefix("#compdef curfew\n"))
+        try script.write(to: functions.appendingPathComponent("_curfew"), atomically: true, encoding: .utf8)
+        let capture = runner.root.appendingPathComponent("capture.zsh")
+        try Self.zshCapture.write(to: capture, atomically: true, encoding: .utf8)
+        let lines = [
+            "curfew limit ki", "curfew app block kid supert", "curfew lockout kid ", "curfew bedtime kid 21:00-07:00 --day s",
+            "curfew grant kid 1h", "curfew status ",
+        ]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        process.arguments = ["120", "zsh", "-f", capture.path, functions.path] + lines
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = "\(CurfewRunner.binDirectory.path):/usr/bin:/bin"
+        environment["CURFEW_STATE_DIR"] = runner.stateDir
+        environment["CURFEW_CATALOG_DIRS"] = runner.catalogDirectory
+        environment["HOME"] = runner.root.path
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(
+            text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
+                "kid kiddo", "supertuxkart", "apps lock logout network none", "sat sun", "1h 1h30m", "kid kiddo", "",
+            ], "\(text)")
+    }
+
+    /// For each line given after the directory of completion functions: a new interactive zsh on a
+    /// pseudo-terminal, compinit, the line and a Tab; prints the words offered (sorted, once each).
+    /// `compadd` calls that only fill arrays (-O, -A, -D) pass through; the others are the offers.
+    static let zshCapture = #"""
+        zmodload zsh/zpty
+        functions_dir=$1; shift
+        for input in "$@"; do
+          zpty z zsh -f -i
+          # The markers are made by expansion, so the terminal's echo of these lines never holds them.
+          zpty -w z "PS1=''; __m=OFF; fpath=($functions_dir \$fpath); autoload -U compinit; compinit -u -D"
+          zpty -w z 'compadd () { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return; fi; local -a __hits; builtin compadd -A __hits "$@"; print -r -- "${__m}ERED ${(j: :)__hits}"; builtin compadd "$@" }'
+          zpty -w z 'bindkey "^I" complete-word; comppostfuncs=(__done); __done () { print -r -- "${__m}FIN"; exit }'
+          zpty -w z "$input"$'\t'
+          hits=()
+          while zpty -r z line; do
+            # The terminal's carriage returns (line ends, redraws) are not words.
+            line=${${line//$'\r'/}//$'\n'/}
+            [[ $line == *OFFFIN* ]] && break
+            [[ $line == *OFFERED\ * ]] && hits+=(${=${line#*OFFERED }})
+          done
+          zpty -d z
+          print -r -- ${(j: :)${(ou)hits}}
+        done
+        """#
 }
