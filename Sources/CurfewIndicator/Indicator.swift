@@ -27,6 +27,8 @@ public final class Indicator {
     var note: String?
     /// The PIN dialog while it is open (`approveWithPIN` on a thread of its own).
     var approval: DetachedWork?
+    /// The program's mappings dropped from memory once started, dropped again after each update.
+    var programPages: [Range<UInt>] = []
     /// While the agent cannot be reached: when to try again, and the wait after that (1 s .. 60 s).
     var retryAt: Int64 = 0
     var backoff: Int64 = 1_000
@@ -83,6 +85,11 @@ public final class Indicator {
                     return .failed("the session bus went away: \(error)")
                 }
             }
+            if pollers[0].revents != 0 {
+                // The update (read, shown, sent on the bus) ran code the indicator will not run again
+                // until the next one: its pages go back to the page cache while it sleeps.
+                try? ProgramPages.drop(programPages)
+            }
         }
     }
 
@@ -138,7 +145,7 @@ public final class Indicator {
             self.tray = tray
             // Started: the item is on the bus. What startup ran of the program is not needed again:
             // its pages leave the indicator's resident set for the page cache (`ProgramPages`).
-            _ = try? ProgramPages.release()
+            programPages = (try? ProgramPages.release(withLibraries: true))?.clean ?? []
         } catch {
             return .failed("cannot show the item on the session bus: \(error)")
         }

@@ -19,6 +19,17 @@ struct ProgramPagesTests {
             """
         let ranges = ProgramPages.readOnlyRanges(maps: maps, program: "/usr/lib/curfew/curfew")
         #expect(ranges == [0x55fa_9174_d000..<0x55fa_935b_6000, 0x55fa_935b_7000..<0x55fa_9368_0000])
+        // The libraries' instead: other files' private read-only mappings.
+        let libraries = """
+            \(maps)
+            7f0000500000-7f0000600000 r--s 00000000 fe:00 44                         /usr/lib/shared-file
+            7f0000600000-7f0000700000 r--p 00000000 00:05 45                         /dev/dri/card0
+            7fff00000000-7fff00001000 r-xp 00000000 00:00 0                          [vdso]
+            """
+        #expect(
+            ProgramPages.readOnlyRanges(maps: libraries, program: "/usr/lib/curfew/curfew", files: true) == [
+                0x7f00_0000_0000..<0x7f00_0010_0000, 0x7f00_0020_0000..<0x7f00_0030_0000,
+            ])
         // A path with blanks (the kernel pads before it, the name keeps its own).
         let spaced = "1000-2000 r-xp 00000000 fe:00 7          /opt/my apps/curfew\n"
         #expect(ProgramPages.readOnlyRanges(maps: spaced, program: "/opt/my apps/curfew") == [0x1000..<0x2000])

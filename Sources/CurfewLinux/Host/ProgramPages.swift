@@ -29,16 +29,27 @@ public enum ProgramPages {
         public var mappings: Int
         public var residentBeforeKiB: Int
         public var residentAfterKiB: Int
+        /// The mappings whose resident pages were all the file's and were dropped: `drop(_:)` drops
+        /// them again (they cannot gain pages of the process's own: none of them is writable).
+        public var clean: [Range<UInt>] = []
     }
 
     /// Advises and reclaims the read-only mappings of `/proc/self/exe`. Throws the errno when the
     /// program's file or its mappings cannot be read, or the kernel refuses the advice (before 5.4:
     /// EINVAL).
-    public static func release() throws(Errno) -> Release {
+    ///
+    /// `withLibraries`: the shared libraries' read-only mappings too (libc, libstdc++, libsystemd in
+    /// the package's build), for a process that runs as another user than the files' owner (the
+    /// child's indicator): the page-out advice does nothing for it, and the drop gives back what those
+    /// files' pages take of its resident set. The agent leaves libraries be (root could page out
+    /// libc's pages for every process).
+    public static func release(withLibraries: Bool = false) throws(Errno) -> Release {
         let program = try executablePath()
         guard let maps = SmallFile.read("/proc/self/maps", limit: 1 << 20) else { throw Errno.last }
-        let ranges = readOnlyRanges(maps: String(decoding: maps, as: UTF8.self), program: program)
+        let text = String(decoding: maps, as: UTF8.self)
+        let ranges = readOnlyRanges(maps: text, program: program)
         guard !ranges.isEmpty else { throw Errno.noSuchFileOrDirectory }
+        let libraries = withLibraries ? readOnlyRanges(maps: text, program: program, files: true) : []
         let before = residentKiB()
         for range in ranges {
             guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
@@ -46,13 +57,24 @@ public enum ProgramPages {
             try Errno.check { madvise(start, length, MADV_RANDOM) }
             try Errno.check { madvise(start, length, pageOut) }
         }
+        var clean: [Range<UInt>] = []
         if let smaps = SmallFile.read("/proc/self/smaps", limit: 8 << 20) {
-            for range in withoutOwnPages(ranges, smaps: String(decoding: smaps, as: UTF8.self)) {
-                guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
-                try Errno.check { madvise(start, Int(range.upperBound - range.lowerBound), MADV_DONTNEED) }
-            }
+            clean = withoutOwnPages(ranges + libraries, smaps: String(decoding: smaps, as: UTF8.self))
+            try drop(clean)
         }
-        return Release(mappings: ranges.count, residentBeforeKiB: before, residentAfterKiB: residentKiB())
+        return Release(mappings: ranges.count, residentBeforeKiB: before, residentAfterKiB: residentKiB(), clean: clean)
+    }
+
+    /// Drops the resident pages of `clean` (from `Release.clean`) from the process's page tables
+    /// again. A fault on a file's page maps the pages around it that the page cache holds (up to
+    /// 64 KiB, fault-around, whatever MADV_RANDOM says), so a few hundred faults of a status update
+    /// leave megabytes of the program resident; a long-running program that sleeps between updates
+    /// (the child's indicator) drops them after each. One madvise a mapping, no reading of /proc.
+    public static func drop(_ clean: [Range<UInt>]) throws(Errno) {
+        for range in clean {
+            guard let start = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
+            try Errno.check { madvise(start, Int(range.upperBound - range.lowerBound), MADV_DONTNEED) }
+        }
     }
 
     /// Those of `ranges` that `/proc/PID/smaps` shows with `Anonymous: 0 kB`: every resident page
@@ -80,13 +102,19 @@ public enum ProgramPages {
 
     /// The address ranges of `program`'s mappings without write permission, from `/proc/PID/maps`
     /// lines (`start-end perms offset dev inode path`).
-    static func readOnlyRanges(maps: String, program: String) -> [Range<UInt>] {
+    /// With `files`, those of every other regular file instead (a path, not under /dev).
+    static func readOnlyRanges(maps: String, program: String, files: Bool = false) -> [Range<UInt>] {
         var ranges: [Range<UInt>] = []
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count == 6, fields[5].trimmingLeadingBlanks == program, fields[1].count == 4,
-                fields[1].dropFirst().first == "-"
-            else { continue }
+            guard fields.count == 6, fields[1].count == 4, fields[1].dropFirst().first == "-" else { continue }
+            let path = fields[5].trimmingLeadingBlanks
+            if files {
+                // A private mapping of a file (a device's pages are not the page cache's).
+                guard path != program, path.hasPrefix("/"), !path.hasPrefix("/dev/"), fields[1].last == "p" else { continue }
+            } else {
+                guard path == program else { continue }
+            }
             let bounds = fields[0].split(separator: "-")
             guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16), start < end
             else { continue }
