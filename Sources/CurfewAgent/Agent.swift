@@ -71,7 +71,7 @@ public final class Agent: Sendable {
         let shared = SharedDirectory(path: configuration.sharedDirectory, trust: keyRing)
         try shared.create()
         let now = configuration.clock.wallSeconds
-        let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)
+        let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: Instant(seconds: now))
         self.store = store
         if let corruption {
             logger.critical(
@@ -167,7 +167,7 @@ public final class Agent: Sendable {
         let zone = Schedule.zone(for: policy)
         let live = state.live(of: user)
         return UserStatus.make(
-            user: user, policy: policy, zone: zone, now: now, totals: live?.totals ?? [:], running: live?.running ?? [],
+            user: user, policy: policy, zone: zone, now: Instant(seconds: now), totals: live?.totals ?? [:], running: live?.running ?? [],
             counting: live?.counting ?? false, adjustments: state.adjustments[user] ?? [:],
             otherComputers: live?.otherComputers ?? 0,
             weekMilliseconds: policy.weeklyLimitMinutes == nil ? nil : live.map { $0.weekBeforeToday + ($0.totals[UsageKey.screen] ?? 0) },

@@ -113,7 +113,7 @@ final class Enforcer {
             let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
             networkNames[account.uid] = user
             if plan.networkOff {
-                networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: now / 1000, zone: schedule.zone))
+                networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: Instant(milliseconds: now), zone: schedule.zone))
             } else if live == nil {
                 // Not counted yet since the start: a limit reached cannot be told from time left.
                 networkUndecided.insert(account.uid)
@@ -231,7 +231,7 @@ final class Enforcer {
         let zone = agent.state.policies[user].map { Schedule.zone(for: $0) } ?? ZoneRules.system
         agent.state.post(
             AgentState.ChildMessage(
-                user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now / 1000, zone: zone),
+                user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: Instant(milliseconds: now), zone: zone),
                 urgency: warning.isCountdown ? 2 : 1, kind: .warning))
         var data = JSONObject([
             ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
@@ -256,7 +256,7 @@ final class Enforcer {
         if lockout != .network {
             // The network lockout tells the child when their traffic is cut (`NetworkLockout`).
             let words = ChildMessages.lockout(
-                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now / 1000, zone: zone)
+                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: Instant(milliseconds: now), zone: zone)
             agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: words, urgency: 2, kind: .lockout))
         }
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
@@ -426,7 +426,7 @@ extension Enforcement {
         schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
     ) -> EnforcementPlan {
         plan(
-            schedule: schedule, now: now, usage: dayUsage(schedule: schedule, live: live, now: now),
+            schedule: schedule, now: Instant(seconds: now), usage: dayUsage(schedule: schedule, live: live, now: now),
             running: running,
             tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
     }

@@ -14,13 +14,13 @@ extension Agent {
         if let live = state.live(of: user), live.day == schedule.zone.localTime(at: now).date {
             usage = live.scheduleUsage
         }
-        let verdict = LoginVerdict.decide(user: user, schedule: schedule, usage: usage, now: now)
+        let verdict = LoginVerdict.decide(user: user, schedule: schedule, usage: usage, now: Instant(seconds: now))
         // Bounded: a child can ask for refusals as fast as PAM runs (su to themself at bedtime).
         if !verdict.allowed && recordRefusal,
             let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic)
         {
             logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)", "unrecorded.before": "\(unrecorded)"])
-            recordEvent(verdict.event(user: user, service: service, now: now * 1000, unrecordedBefore: unrecorded))
+            recordEvent(verdict.event(user: user, service: service, now: Instant(seconds: now), unrecordedBefore: unrecorded))
         }
         return verdict
     }

@@ -45,7 +45,7 @@ public struct PolicyLoader: Sendable {
     {
         let trusted = try keyRing.trustedKeys()
         let index = try store.read { try RecordIndex.all($0) }
-        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations(), now: now)
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: try keyRing.revocations(), now: now.map { Instant(seconds: $0) })
         if !scan.newIndexEntries.isEmpty || !scan.vanished.isEmpty {
             try store.write { db in
                 try RecordIndex.save(scan.newIndexEntries, db)

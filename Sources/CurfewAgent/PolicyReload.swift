@@ -162,7 +162,7 @@ extension Agent {
             guard let schedule = state.schedule(of: grant.user, systemZone: ZoneRules.system) else { continue }
             let today = schedule.zone.localTime(at: clock.wallSeconds).date
             if grant.lift.endsBreak, grant.date == today { state.endBreak(of: grant.user) }
-            if let words = ExtraTime.childMessage(grant, schedule: schedule, now: clock.wallSeconds) {
+            if let words = ExtraTime.childMessage(grant, schedule: schedule, now: Instant(seconds: clock.wallSeconds)) {
                 state.post(AgentState.ChildMessage(user: grant.user, summary: "Curfew", body: words, urgency: 1, kind: .answer))
             }
         }

@@ -50,7 +50,7 @@ extension Agent {
         return try store.write { db in
             let (pending, recent) = try RequestTable.counts(user: user, since: now - RequestRules.windowMilliseconds + 1, db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
-            let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
+            let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: Instant(milliseconds: now), cause: cause, app: app, db)
             var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
             data["reason"] = reason.map { .string($0) } ?? .null
             data["cause"] = cause.map { .string($0.code) } ?? .null
@@ -88,7 +88,7 @@ extension SocketProtocol {
         let now = agent.clock.wallMilliseconds
         let cause = agent.state.schedule(of: caller.name, systemZone: ZoneRules.system).map { schedule in
             ExtraTime.block(
-                schedule: schedule, now: now / 1000,
+                schedule: schedule, now: Instant(milliseconds: now),
                 usage: Enforcement.dayUsage(schedule: schedule, live: agent.state.live(of: caller.name), now: now / 1000), app: app)
         } ?? nil
         do {

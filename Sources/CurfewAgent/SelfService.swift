@@ -42,7 +42,7 @@ extension Agent {
         let used = try store.write { db in
             let used = try RequestTable.selfService(user: user, since: monday * 1000, db).count
             try allowance.checkRoom(usedThisWeek: used)
-            let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now * 1000, db)
+            let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: Instant(seconds: now), db)
             var data = JSONObject([
                 ("request", .int(row.id)), ("minutes", .int(Int64(allowance.minutes))), ("date", .string("\(today)")),
                 ("used", .int(Int64(used + 1))), ("perWeek", .int(Int64(allowance.perWeek))),

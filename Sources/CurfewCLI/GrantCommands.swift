@@ -35,7 +35,7 @@ extension Workspace {
         try translatingErrors {
             try shared.publishGrant(
                 user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes,
-                requestId: requestId, now: now, lift: lift, keyRing: keyRing)
+                requestId: requestId, now: Instant(seconds: now), lift: lift, keyRing: keyRing)
         }
     }
 
@@ -148,7 +148,7 @@ struct Grant: ParsableCommand {
             // that night: it is the bedtime the child is in.
             guard extra == 0, lift.app == nil else {
                 throw CLIError(
-                    "last night's bedtime lasts until \(ChildMessages.when(inForce.end, now: now, zone: zone)): move it with a grant "
+                    "last night's bedtime lasts until \(ChildMessages.when(Instant(seconds: inForce.end), now: Instant(seconds: now), zone: zone)): move it with a grant "
                         + "of its own (curfew grant \(user) 0 --bedtime \(bedtime ?? "")) and give today's time in another",
                     .invalidArguments)
             }
@@ -338,13 +338,13 @@ struct Approve: ParsableCommand {
         let schedule = try workspace.savedDay(of: request.user, policy: policy, now: now).schedule
         let plan = try translatingErrors {
             try ExtraTime.plan(
-                for: request.cause, app: request.app, minutes: minutes, user: request.user, schedule: schedule, now: now)
+                for: request.cause, app: request.app, minutes: minutes, user: request.user, schedule: schedule, now: Instant(seconds: now))
         }
         // One transaction: the request is answered only if the grant was published.
         let recordID = try translatingErrors {
             try translatingRequestErrors {
                 try store.write { db in
-                    try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now * 1000, db)
+                    try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: Instant(seconds: now), db)
                     return try workspace.publishGrant(
                         user: request.user, date: plan.date, extraMinutes: plan.extraMinutes,
                         bedtimeDelayMinutes: plan.bedtimeDelayMinutes, requestId: requestID, now: now, lift: plan.lift)
@@ -373,7 +373,7 @@ struct Deny: ParsableCommand {
             try translatingRequestErrors {
                 try store.write { db in
                     try RequestTable.answer(
-                        id: requestID, status: .denied, minutes: nil, by: key.id, now: Workspace.now() * 1000, db)
+                        id: requestID, status: .denied, minutes: nil, by: key.id, now: Instant(seconds: Workspace.now()), db)
                 }
             }
         }

@@ -98,7 +98,7 @@ struct Join: ParsableCommand {
         let deadline = Date().addingTimeInterval(timeout)
         var offer: (PairingMessage, PublicKey)?
         while true {
-            offer = workspace.shared.pairingOffers(code: code, now: Workspace.now()).first
+            offer = workspace.shared.pairingOffers(code: code, now: Instant(seconds: Workspace.now())).first
             if offer != nil || Date() >= deadline { break }
             usleep(200_000)
         }
@@ -144,7 +144,7 @@ struct Join: ParsableCommand {
             try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
         }
         _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
-        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
+        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Instant(seconds: Workspace.now())) }) {
             Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
         }
         Output.lineNow("both parents confirmed: the computers trust each other's parent keys")

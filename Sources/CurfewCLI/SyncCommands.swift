@@ -374,7 +374,7 @@ struct SyncPrune: ParsableCommand {
         let workspace = Workspace(location)
         try workspace.requireInitialised()
         let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
-        let plan = workspace.shared.prunePlan(trusted: trusted, now: Workspace.now())
+        let plan = workspace.shared.prunePlan(trusted: trusted, now: Instant(seconds: Workspace.now()))
         guard !plan.items.isEmpty else {
             Output.line("nothing to prune in \(workspace.shared.path)")
             return

@@ -49,7 +49,7 @@ struct Status: ParsableCommand {
             let now = Workspace.now()
             let (schedule, totals, others) = try workspace.savedDay(of: target, policy: policy, now: now)
             let saved = UserStatus.make(
-                user: target, policy: policy, zone: schedule.zone, now: now, totals: totals, running: [], counting: nil,
+                user: target, policy: policy, zone: schedule.zone, now: Instant(seconds: now), totals: totals, running: [], counting: nil,
                 adjustments: schedule.adjustments, otherComputers: others,
                 weekMilliseconds: try workspace.savedWeek(of: target, policy: policy, now: now))
             status = saved.json

@@ -99,13 +99,13 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
             }
         }
         for _ in 0..<5 { #expect(answer(agent, ask, uid: 65534)["ok"] == .bool(true)) }
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
             }
         }
         let eleventh = answer(agent, ask, uid: 65534)
