@@ -110,7 +110,7 @@ final class Enforcer {
                 continue
             }
             let live = state.live(of: user)
-            let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
+            let plan = agent.plan(for: user, schedule: schedule, live: live, now: Instant(milliseconds: now))
             networkNames[account.uid] = user
             if plan.networkOff {
                 networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: Instant(milliseconds: now), zone: schedule.zone))
@@ -396,16 +396,16 @@ final class Enforcer {
 
 extension Agent {
     /// The plan for one user now, from the live figures the tracker keeps.
-    func plan(for user: String, schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> EnforcementPlan {
+    func plan(for user: String, schedule: Schedule, live: AgentState.LiveUser?, now: Instant) -> EnforcementPlan {
         Enforcement.plan(schedule: schedule, live: live, running: live?.running ?? [], catalog: catalog, now: now)
     }
 }
 
 extension Enforcement {
     /// The figures a decision takes from the tracker's live ones (`live.totals` in milliseconds, `""`
-    /// = screen time; figures of another day count as nothing used yet); `now` in seconds. A child's
+    /// = screen time; figures of another day count as nothing used yet). A child's
     /// request is judged by the same.
-    static func dayUsage(schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> DayUsage {
+    static func dayUsage(schedule: Schedule, live: AgentState.LiveUser?, now: Instant) -> DayUsage {
         var totals = live?.totals ?? [:]
         var screen = live?.screenForLimit ?? 0
         var week: Int64? = live.map { $0.weekBeforeToday + $0.screenForLimit }
@@ -423,10 +423,10 @@ extension Enforcement {
 
     /// The plan from the agent's live figures of one user.
     static func plan(
-        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
+        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Instant
     ) -> EnforcementPlan {
         plan(
-            schedule: schedule, now: Instant(seconds: now), usage: dayUsage(schedule: schedule, live: live, now: now),
+            schedule: schedule, now: now, usage: dayUsage(schedule: schedule, live: live, now: now),
             running: running,
             tracked: running.filter { catalog.definition(named: $0) != nil || schedule.policy.rule(for: $0) != nil })
     }

@@ -45,7 +45,7 @@ extension Agent {
             return .refused(AgentError(.notPermitted, "\(user) is not managed on this computer"))
         }
         let block = ExtraTime.block(
-            schedule: schedule, now: now, usage: Enforcement.dayUsage(schedule: schedule, live: state.live(of: user), now: now.seconds), app: nil)
+            schedule: schedule, now: now, usage: Enforcement.dayUsage(schedule: schedule, live: state.live(of: user), now: now), app: nil)
         let plan: ExtraTime.Plan
         do {
             plan = try ExtraTime.plan(for: block, app: nil, minutes: minutes, user: user, schedule: schedule, now: now)
@@ -127,7 +127,7 @@ extension SocketProtocol {
         }
         do {
             switch try agent.approveWithPIN(
-                user: caller.name, pin: pin, minutes: Int(minutes), now: Instant(seconds: agent.clock.wallSeconds))
+                user: caller.name, pin: pin, minutes: Int(minutes), now: agent.clock.wallSecond)
             {
             case .refused(let refusal):
                 return refusal.reply

@@ -644,7 +644,7 @@ public final class Tracker {
             for process in mine { appOf[process.pid] = app(of: process) }
             let running = Set(appOf.values).subtracting(Accounting.sessionPlumbing)
             let plan = Enforcement.plan(
-                schedule: schedule, live: live[user], running: running, catalog: catalog, now: now / 1000)
+                schedule: schedule, live: live[user], running: running, catalog: catalog, now: Instant(milliseconds: now))
             var reasons = plan.stopApps
             let sweep = lockoutSweep(plan: plan, policy: schedule.policy, uid: account.uid, running: running)
             guard !reasons.isEmpty || sweep != .none else { continue }
@@ -676,7 +676,7 @@ public final class Tracker {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone) else { continue }
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: ExecRules.candidates(policy: policy, catalog: catalog),
-                catalog: catalog, now: now / 1000)
+                catalog: catalog, now: Instant(milliseconds: now))
             guard !plan.stopApps.isEmpty else { continue }
             users[account.uid] = ExecRules.User(name: user, rules: rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
         }

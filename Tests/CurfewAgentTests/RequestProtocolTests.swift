@@ -32,7 +32,7 @@ import Testing
         let (agent, root, today) = try agent()
         defer { try? FileManager.default.removeItem(atPath: root) }
         #expect(agent.state.adjustments == ["nobody": [today: DayAdjustment(extraMinutes: 45)]])
-        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        let status = agent.status(of: "nobody", now: Instant(seconds: Int64(Date().timeIntervalSince1970)))
         #expect(status?.decision.limitMinutes == 165)
         #expect(status?.adjustment == DayAdjustment(extraMinutes: 45))
         try agent.reloadPolicies()
@@ -186,7 +186,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root) }
         #expect(agent.state.adjustments["nobody"]?[today]?.appExtraMinutes == ["minecraft": 30])
         #expect(agent.state.takeBreaksEnded() == ["nobody"])
-        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        let status = agent.status(of: "nobody", now: Instant(seconds: Int64(Date().timeIntervalSince1970)))
         #expect(status?.rules.first?.limitMinutes == 90 && status?.rules.first?.extraMinutes == 30)
         let messages = agent.state.takeMessages().filter { $0.user == "nobody" }.map(\.body).sorted()
         #expect(messages == ["a parent ended your break", "a parent gave you 30m more of minecraft today"], "\(messages)")

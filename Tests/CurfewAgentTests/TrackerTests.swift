@@ -208,7 +208,7 @@ struct TrackerTests {
             let schedule = try #require(tracker.state.schedule(of: user, systemZone: ZoneRules(identifier: "UTC")!))
             return Enforcement.plan(
                 schedule: schedule, live: tracker.state.live(of: user), running: [], catalog: AppCatalog([]),
-                now: clock.now.wall / 1000
+                now: Instant(milliseconds: clock.now.wall)
             ).decision
         }
         tracker.tick()
