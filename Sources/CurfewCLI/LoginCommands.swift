@@ -97,10 +97,10 @@ struct CheckLogin: ParsableCommand {
                 user: user, schedule: schedule,
                 usage: ScheduleUsage(
                     daySeconds: ((totals[UsageKey.screen] ?? 0) + others) / 1000, weekSeconds: week.map { ($0 + others) / 1000 }),
-                now: Instant(seconds: now))
+                now: now)
             if !verdict.allowed {
                 // The refusal stands even if the audit log cannot take it (a read-only disk, say).
-                _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: Instant(seconds: now)), $0) }
+                _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now), $0) }
             }
             workspace.finish()
             return verdict

@@ -38,7 +38,7 @@ struct Pair: ParsableCommand {
         let now = Workspace.now()
         let offer = try publishPairingStep(
             .offer, nonce: nonce, code: code, over: PairingCode.offerMessage(nonce: nonce, parentKey: parent.publicKey.base64),
-            parent: parent, time: now, expires: now + Int64(timeout.rounded(.up)), workspace: workspace)
+            parent: parent, time: now.seconds, expires: now.seconds + Int64(timeout.rounded(.up)), workspace: workspace)
         defer { workspace.shared.removePairing(nonce: nonce) }
         Output.lineNow("pairing code: \(PairingCode.display(code))")
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
@@ -61,7 +61,7 @@ struct Pair: ParsableCommand {
         _ = try publishPairingStep(
             .accepted, nonce: nonce, code: code,
             over: PairingCode.acceptedMessage(nonce: nonce, offerKey: parent.publicKey.base64, answerKey: message.parentKey),
-            parent: parent, time: Workspace.now(), expires: offer.expires, workspace: workspace)
+            parent: parent, time: Workspace.now().seconds, expires: offer.expires, workspace: workspace)
         Output.lineNow("confirmed; the other computer trusts this computer's parent key once this reaches it")
     }
 }
@@ -98,7 +98,7 @@ struct Join: ParsableCommand {
         let deadline = Date().addingTimeInterval(timeout)
         var offer: (PairingMessage, PublicKey)?
         while true {
-            offer = workspace.shared.pairingOffers(code: code, now: Instant(seconds: Workspace.now())).first
+            offer = workspace.shared.pairingOffers(code: code, now: Workspace.now()).first
             if offer != nil || Date() >= deadline { break }
             usleep(200_000)
         }
@@ -118,7 +118,7 @@ struct Join: ParsableCommand {
         _ = try publishPairingStep(
             .answer, nonce: message.nonce, code: code,
             over: PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64),
-            parent: parent, time: Workspace.now(), expires: message.expires, workspace: workspace)
+            parent: parent, time: Workspace.now().seconds, expires: message.expires, workspace: workspace)
         Output.lineNow("answered; waiting for the other computer's parent to confirm there")
         // Trusted only once the other parent confirmed: their acceptance, signed by the offered key and
         // bound by the code to both keys. Until the offer expires (plus a minute for the folder to
@@ -144,7 +144,7 @@ struct Join: ParsableCommand {
             try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
         }
         _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
-        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Instant(seconds: Workspace.now())) }) {
+        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
             Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
         }
         Output.lineNow("both parents confirmed: the computers trust each other's parent keys")

@@ -347,7 +347,7 @@ struct SyncEnrol: ParsableCommand {
             throw CLIError("not confirmed; nothing changed", .failure)
         }
         let enrolment = MachineEnrolment(
-            machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now())
+            machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now().seconds)
         try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
         Output.line("enrolled computer \(machine) with parent key \(parent.id)")
     }
@@ -374,7 +374,7 @@ struct SyncPrune: ParsableCommand {
         let workspace = Workspace(location)
         try workspace.requireInitialised()
         let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
-        let plan = workspace.shared.prunePlan(trusted: trusted, now: Instant(seconds: Workspace.now()))
+        let plan = workspace.shared.prunePlan(trusted: trusted, now: Workspace.now())
         guard !plan.items.isEmpty else {
             Output.line("nothing to prune in \(workspace.shared.path)")
             return

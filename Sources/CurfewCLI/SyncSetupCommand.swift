@@ -111,7 +111,7 @@ struct SyncSetup: ParsableCommand {
                 try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: Self.machineIDOverride)
             }
             _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
-            if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Instant(seconds: Workspace.now())) }) {
+            if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
                 done.append("enrolled this computer (\(machine.id)) with parent key \(author)")
             } else {
                 done.append("this computer (\(machine.id)) is enrolled already")
