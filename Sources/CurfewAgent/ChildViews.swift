@@ -72,7 +72,8 @@ extension SocketProtocol {
                 (
                     try UsageTable.rows(user: user, from: from, through: to, db),
                     try EventLog.events(
-                        of: user, from: zone.startOfDay(from) * 1000, before: zone.startOfDay(to.adding(days: 1)) * 1000, db)
+                        of: user, from: Instant(seconds: zone.startOfDay(from)).milliseconds,
+                        before: Instant(seconds: zone.startOfDay(to.adding(days: 1))).milliseconds, db)
                 )
             }
             let saved = events.map {

@@ -40,7 +40,7 @@ extension Agent {
         let today = zone.localTime(at: now).date
         let monday = zone.startOfDay(today.weekStart)
         let used = try store.write { db in
-            let used = try RequestTable.selfService(user: user, since: monday * 1000, db).count
+            let used = try RequestTable.selfService(user: user, since: Instant(seconds: monday).milliseconds, db).count
             try allowance.checkRoom(usedThisWeek: used)
             let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
             var data = JSONObject([
