@@ -70,7 +70,7 @@ public final class Agent: Sendable {
         let keyRing = KeyRing(stateDirectory: configuration.stateDirectory)
         let shared = SharedDirectory(path: configuration.sharedDirectory, trust: keyRing)
         try shared.create()
-        let now = configuration.clock.wallSeconds
+        let now = configuration.clock.wallSecond
         let (store, corruption) = try StateStore.openChecked(path: "\(configuration.stateDirectory)/curfew.db", now: now)
         self.store = store
         if let corruption {
@@ -80,7 +80,7 @@ public final class Agent: Sendable {
             try store.write { db in
                 try EventLog.append(
                     AgentEvent(
-                        time: now * 1000, kind: .databaseCorrupt,
+                        time: now.milliseconds, kind: .databaseCorrupt,
                         message: "the database was damaged (\(corruption.reason)); it was moved to \(corruption.movedTo) and policy re-imported from the shared directory",
                         data: .object(JSONObject([("movedTo", .string(corruption.movedTo))]))), db)
             }
@@ -97,7 +97,7 @@ public final class Agent: Sendable {
         try store.write { try AgentStateTable.set(AgentStateKeys.machineID, machineID, $0) }
         self.catalog = try CatalogFiles.load(directories: configuration.catalogDirectories)
         try reloadPolicies()
-        summariseOldEvents(now: now * 1000)
+        summariseOldEvents(now: now)
         // Until logind answers, no session is known to count.
         state.setSessions(usesLogind ? [] : nil)
     }
@@ -162,7 +162,7 @@ public final class Agent: Sendable {
     }
 
     /// Today's status of a managed user, from the agent's live figures.
-    public func status(of user: String, now: Int64) -> UserStatus? {
+    public func status(of user: String, now: Instant) -> UserStatus? {
         guard let policy = state.policies[user] else { return nil }
         let zone = Schedule.zone(for: policy)
         let live = state.live(of: user)

@@ -34,9 +34,9 @@ extension Agent {
 
     /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
     /// so in an event. A broken chain is left as it is (and logged): summarising it would hide the break.
-    func summariseOldEvents(now: Int64) {
+    func summariseOldEvents(now: Instant) {
         let days = configuration.eventRetentionDays
-        let before = now - Int64(days) * 86_400_000
+        let before = (now - .seconds(Int64(days) * 86_400)).milliseconds
         do {
             try store.write { db in
                 try AgentStateTable.set(AgentStateKeys.eventRetentionDays, "\(days)", db)
@@ -45,7 +45,7 @@ extension Agent {
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
                 try EventLog.append(
                     AgentEvent(
-                        time: now, kind: .eventsSummarised,
+                        time: now.milliseconds, kind: .eventsSummarised,
                         message: "\(count) events older than \(days) days were replaced by daily counts",
                         data: .object(JSONObject([("count", .int(Int64(count))), ("retentionDays", .int(Int64(days)))]))), db)
             }
@@ -62,7 +62,7 @@ extension Agent {
         while !stop.isSet {
             if ClockReading.now().monotonic - lastSummary >= 3_600_000 {
                 lastSummary = ClockReading.now().monotonic
-                summariseOldEvents(now: clock.wallMilliseconds)
+                summariseOldEvents(now: clock.wallInstant)
             }
             // Asleep until records/ changes, the next rescan or summary is due, or the agent stops.
             let wait = max(0, min(lastScan + configuration.rescanMilliseconds, lastSummary + 3_600_000) - ClockReading.now().monotonic)

@@ -10,7 +10,7 @@ extension SocketProtocol {
     /// minutes: a counting child's seconds do not make a new line every second), and when to look
     /// again without a wake: the next change of state or the next local day.
     static func watchView(of user: String, agent: Agent) -> PeerSocketWatch.View? {
-        let now = agent.clock.wallSeconds
+        let now = agent.clock.wallSecond
         guard let status = agent.status(of: user, now: now) else { return nil }
         let report = status.report
         let json = report.json
@@ -18,7 +18,7 @@ extension SocketProtocol {
         let midnight = status.zone.startOfDay(status.date.adding(days: 1))
         let next = min(midnight, status.decision.nextChange?.at ?? midnight)
         // Half a second past the moment, so the decision then has moved on.
-        return PeerSocketWatch.View(key: watchKey(json).canonicalString, line: line, lookAgainInMilliseconds: max(0, next - now) * 1000 + 500)
+        return PeerSocketWatch.View(key: watchKey(json).canonicalString, line: line, lookAgainInMilliseconds: max(.zero, Instant(seconds: next) - now).wholeMilliseconds + 500)
     }
 
     /// What decides whether a watcher is sent a status again: the figures in whole minutes, without
@@ -72,7 +72,8 @@ extension SocketProtocol {
                 (
                     try UsageTable.rows(user: user, from: from, through: to, db),
                     try EventLog.events(
-                        of: user, from: zone.startOfDay(from) * 1000, before: zone.startOfDay(to.adding(days: 1)) * 1000, db)
+                        of: user, from: Instant(seconds: zone.startOfDay(from)).milliseconds,
+                        before: Instant(seconds: zone.startOfDay(to.adding(days: 1))).milliseconds, db)
                 )
             }
             let saved = events.map {

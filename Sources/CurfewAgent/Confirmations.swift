@@ -31,7 +31,7 @@ extension Agent {
         // A computer that holds a parent key enrols itself with it (how a one-computer family, and
         // every computer that has its own parent key, keeps counting without a step of its own).
         do {
-            if let author = try shared.enrolWithOwnParentKey(machine, now: clock.wallSeconds) {
+            if let author = try shared.enrolWithOwnParentKey(machine, now: clock.wallSecond) {
                 logger.notice("enrolled this computer in the shared directory with its parent key", metadata: ["key": "\(author)"])
             }
         } catch {

@@ -79,28 +79,28 @@ final class Enforcer {
         while !stop.isSet {
             wake.drain()
             let now = agent.clock.now()
-            step(now: now.wall, monotonic: now.monotonic)
+            step(now: Instant(milliseconds: now.wall), monotonic: now.monotonic)
             _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: nextStepIn)
         }
         deliver(agent.state.takeMessages())
     }
 
-    /// Milliseconds from `now` (wall, ms) until `seconds` whole seconds after the second `now` is in,
-    /// plus a little so the plan computed then has crossed the moment.
-    static func untilSecond(_ seconds: Int64, after now: Int64) -> Int64 {
-        (now / 1000 + seconds) * 1000 - now + 20
+    /// Milliseconds from `now` until `seconds` whole seconds after the second `now` is in, plus a
+    /// little so the plan computed then has crossed the moment.
+    static func untilSecond(_ seconds: Int64, after now: Instant) -> Int64 {
+        (Instant(seconds: now.seconds + seconds) - now).wholeMilliseconds + 20
     }
 
     /// Makes the next step come no later than `milliseconds` from now.
     func wake(within milliseconds: Int64) { nextStepIn = max(10, min(nextStepIn, milliseconds)) }
 
     /// One pass over every managed user.
-    func step(now: Int64, monotonic: Int64) {
+    func step(now: Instant, monotonic: Int64) {
         let state = agent.state
         let sessions = state.sessions
         let users = state.policies.keys.sorted()
         // Schedules (bedtime, downtime, exceptions) change on whole minutes: the next one at the latest.
-        nextStepIn = 60_000 - now % 60_000 + 20
+        nextStepIn = 60_000 - now.milliseconds % 60_000 + 20
         accounts.refresh(for: users, monotonic: monotonic)
         var networkCuts: [UInt32: NetworkLockout.Cut] = [:]
         var networkUndecided = Set<UInt32>()
@@ -110,10 +110,10 @@ final class Enforcer {
                 continue
             }
             let live = state.live(of: user)
-            let plan = agent.plan(for: user, schedule: schedule, live: live, now: now / 1000)
+            let plan = agent.plan(for: user, schedule: schedule, live: live, now: now)
             networkNames[account.uid] = user
             if plan.networkOff {
-                networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: now / 1000, zone: schedule.zone))
+                networkCuts[account.uid] = NetworkLockout.Cut(user: user, message: plan.networkOffMessage(now: now, zone: schedule.zone))
             } else if live == nil {
                 // Not counted yet since the start: a limit reached cannot be told from time left.
                 networkUndecided.insert(account.uid)
@@ -128,8 +128,8 @@ final class Enforcer {
                 let next = thresholds.filter { $0 < left }.max() ?? 0
                 wake(within: Self.untilSecond(left - next, after: now))
             }
-            if let allowed = plan.decision.allowedAgainAt, allowed * 1000 > now {
-                wake(within: allowed * 1000 - now + 20)
+            if let allowed = plan.decision.allowedAgainAt.map({ Instant(seconds: $0) }), allowed > now {
+                wake(within: (allowed - now).wholeMilliseconds + 20)
             }
 
             // Warnings, while the child is there to see them.
@@ -150,7 +150,7 @@ final class Enforcer {
                 terminateSince[account.uid] = nil
                 holds.userTerminatedAt[account.uid] = nil
                 agent.recordEvent(
-                    AgentEvent(time: now, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
+                    AgentEvent(time: now.milliseconds, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
             }
 
             // While an always-allowed app runs, its session is neither ended nor locked (the tracker
@@ -226,22 +226,22 @@ final class Enforcer {
         }
     }
 
-    func warn(user: String, warning: Warning, now: Int64) {
+    func warn(user: String, warning: Warning, now: Instant) {
         logger.info("warning", metadata: ["user": "\(user)", "subject": "\(warning.subject.word)", "left.s": "\(warning.remainingSeconds)"])
         let zone = agent.state.policies[user].map { Schedule.zone(for: $0) } ?? ZoneRules.system
         agent.state.post(
             AgentState.ChildMessage(
-                user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now / 1000, zone: zone),
+                user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now, zone: zone),
                 urgency: warning.isCountdown ? 2 : 1, kind: .warning))
         var data = JSONObject([
             ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
             ("thresholdSeconds", .int(warning.thresholdSeconds)),
         ])
         if case .app(let app) = warning.subject { data["app"] = .string(app) }
-        agent.recordEvent(AgentEvent(time: now, user: user, kind: .warning, message: warning.message, data: .object(data)))
+        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .warning, message: warning.message, data: .object(data)))
     }
 
-    func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Int64) {
+    func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Instant) {
         let reason = plan.decision.reason ?? "use is not allowed now"
         let until = plan.decision.allowedAgainAt.map { "; allowed again at \(zone.iso8601($0))" } ?? ""
         let what: String
@@ -256,20 +256,20 @@ final class Enforcer {
         if lockout != .network {
             // The network lockout tells the child when their traffic is cut (`NetworkLockout`).
             let words = ChildMessages.lockout(
-                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now / 1000, zone: zone)
+                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now, zone: zone)
             agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: words, urgency: 2, kind: .lockout))
         }
         var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
         data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
         agent.recordEvent(
-            AgentEvent(time: now, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", data: .object(data)))
+            AgentEvent(time: now.milliseconds, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", data: .object(data)))
     }
 
     /// TerminateSession for each session, again every 2 s while it lives; if the user still has
     /// sessions 5 s after the first call (a desktop that ignores it), KillUser with SIGKILL.
     /// `why`, when given, says why a session under `lock` is ended instead (in the event).
     func endSessions(
-        _ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Int64,
+        _ sessions: [LoginSession], uid: UInt32, user: String, monotonic: Int64, now: Instant,
         why: ((LoginSession) -> String)? = nil
     ) {
         guard !sessions.isEmpty else { return }
@@ -282,7 +282,7 @@ final class Enforcer {
             if let reason { data["why"] = .string(reason) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .sessionEnded,
+                    time: now.milliseconds, user: user, kind: .sessionEnded,
                     message: "session \(session.id) of \(user) was ended" + (reason.map { ": \($0)" } ?? ""),
                     data: .object(data)))
         }
@@ -293,7 +293,7 @@ final class Enforcer {
             call("KillUser", user: user) { try $0.killUser(uid, signal: SIGKILL) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .userKilled,
+                    time: now.milliseconds, user: user, kind: .userKilled,
                     message: "\(user)'s sessions did not end within 5 s; every process of \(user) was killed"))
         }
     }
@@ -306,7 +306,7 @@ final class Enforcer {
     /// listens to logind's Lock), or it says it is locked while an app of the child is busy
     /// (`claimIgnored`, the tracker's judgement: a hint the child set, not a locker's).
     func lockSessions(
-        _ sessions: [LoginSession], uid: UInt32, user: String, claimIgnored: String?, monotonic: Int64, now: Int64
+        _ sessions: [LoginSession], uid: UInt32, user: String, claimIgnored: String?, monotonic: Int64, now: Instant
     ) {
         let lockable = sessions.filter(\.canBeLocked)
         // Since when each graphical session has been asked to lock without being locked.
@@ -322,7 +322,7 @@ final class Enforcer {
             guard !session.lockedHint else { continue }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
+                    time: now.milliseconds, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
                     data: .object(JSONObject([("session", .string(session.id))]))))
         }
         let unlockable = sessions.filter { !$0.canBeLocked || notLocked.contains($0.id) }
@@ -396,16 +396,16 @@ final class Enforcer {
 
 extension Agent {
     /// The plan for one user now, from the live figures the tracker keeps.
-    func plan(for user: String, schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> EnforcementPlan {
+    func plan(for user: String, schedule: Schedule, live: AgentState.LiveUser?, now: Instant) -> EnforcementPlan {
         Enforcement.plan(schedule: schedule, live: live, running: live?.running ?? [], catalog: catalog, now: now)
     }
 }
 
 extension Enforcement {
     /// The figures a decision takes from the tracker's live ones (`live.totals` in milliseconds, `""`
-    /// = screen time; figures of another day count as nothing used yet); `now` in seconds. A child's
+    /// = screen time; figures of another day count as nothing used yet). A child's
     /// request is judged by the same.
-    static func dayUsage(schedule: Schedule, live: AgentState.LiveUser?, now: Int64) -> DayUsage {
+    static func dayUsage(schedule: Schedule, live: AgentState.LiveUser?, now: Instant) -> DayUsage {
         var totals = live?.totals ?? [:]
         var screen = live?.screenForLimit ?? 0
         var week: Int64? = live.map { $0.weekBeforeToday + $0.screenForLimit }
@@ -423,7 +423,7 @@ extension Enforcement {
 
     /// The plan from the agent's live figures of one user.
     static func plan(
-        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Int64
+        schedule: Schedule, live: AgentState.LiveUser?, running: Set<String>, catalog: AppCatalog, now: Instant
     ) -> EnforcementPlan {
         plan(
             schedule: schedule, now: now, usage: dayUsage(schedule: schedule, live: live, now: now),

@@ -30,7 +30,7 @@ extension Enforcer {
     /// Under a `logout` lockout once the child has no session left: TerminateUser (their service manager
     /// and everything it runs, lingering services included), again every 5 s while apps are left; the
     /// tracker stops whatever remains but always-allowed apps (`Tracker.LockoutSweep`).
-    func endLeftovers(user: String, uid: UInt32, live: AgentState.LiveUser?, monotonic: Int64, now: Int64) {
+    func endLeftovers(user: String, uid: UInt32, live: AgentState.LiveUser?, monotonic: Int64, now: Instant) {
         let last = holds.userTerminatedAt[uid]
         let left = !(live?.running.isEmpty ?? true)
         guard last == nil || (left && monotonic - last! >= Self.terminateUserRepeatMilliseconds) else {
@@ -42,7 +42,7 @@ extension Enforcer {
         if last == nil {
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .userKilled,
+                    time: now.milliseconds, user: user, kind: .userKilled,
                     message: "\(user) has no session left; \(user)'s services and remaining processes were ended"))
         }
         if left { wake(within: Self.terminateUserRepeatMilliseconds) }
@@ -51,7 +51,7 @@ extension Enforcer {
     /// Linger stays off for a child under a `logout` lockout (it would start their services again
     /// with no session), and is turned on again once they are allowed, if it was on. Only on the
     /// system's logind.
-    func holdLinger(user: String, uid: UInt32, lockedOut: Bool, now: Int64) {
+    func holdLinger(user: String, uid: UInt32, lockedOut: Bool, now: Instant) {
         guard agent.configuration.logindBusAddress == nil, agent.state.sessions != nil else { return }
         if holds.lingerRestore == nil {
             let stored = (try? agent.store.read { try AgentStateTable.all(prefix: AgentStateKeys.lingerRestorePrefix, $0) }) ?? [:]

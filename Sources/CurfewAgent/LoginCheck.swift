@@ -6,7 +6,7 @@ import Logging
 
 extension Agent {
     /// The login check from the agent's live figures; a refusal is recorded as an event.
-    public func checkLogin(user: String, service: String, now: Int64, recordRefusal: Bool = true) -> LoginVerdict {
+    public func checkLogin(user: String, service: String, now: Instant, recordRefusal: Bool = true) -> LoginVerdict {
         guard let schedule = state.schedule(of: user, systemZone: ZoneRules.system) else {
             return LoginVerdict(allowed: true, message: "\(user) is not managed on this computer")
         }
@@ -20,7 +20,7 @@ extension Agent {
             let unrecorded = state.admitLoginRefusal(of: user, monotonic: ClockReading.now().monotonic)
         {
             logger.notice("login refused", metadata: ["user": "\(user)", "service": "\(service)", "unrecorded.before": "\(unrecorded)"])
-            recordEvent(verdict.event(user: user, service: service, now: now * 1000, unrecordedBefore: unrecorded))
+            recordEvent(verdict.event(user: user, service: service, now: now, unrecordedBefore: unrecorded))
         }
         return verdict
     }

@@ -46,7 +46,7 @@ final class NetworkLockout {
     /// (the tracker has not counted them since the start), kept as they are; `names`: every managed
     /// user's uid, for the events. Returns milliseconds until it must run again (a retry, or the next
     /// read-back of a table that drops someone's traffic), or nil.
-    func reconcile(cut: [UInt32: Cut], undecided: Set<UInt32>, names: [UInt32: String], now: Int64, monotonic: Int64)
+    func reconcile(cut: [UInt32: Cut], undecided: Set<UInt32>, names: [UInt32: String], now: Instant, monotonic: Int64)
         -> Int64?
     {
         if let retry = pendingRetry(monotonic) { return retry }
@@ -88,7 +88,7 @@ final class NetworkLockout {
                 AgentState.ChildMessage(user: user, summary: "Curfew", body: ChildMessages.networkOff(message), urgency: 2, kind: .lockout))
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
+                    time: now.milliseconds, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
                     data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
         }
         defer { verifiedAt = monotonic }
@@ -100,7 +100,7 @@ final class NetworkLockout {
             }
             agent.recordEvent(
                 AgentEvent(
-                    time: now, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
+                    time: now.milliseconds, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
                     data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
         }
         return nextVerification(monotonic)
@@ -114,7 +114,7 @@ final class NetworkLockout {
 
     /// Reads the table back; where it no longer holds what was applied (someone else changed it), puts
     /// it back as it was (the children were told already) and says so. Returns a retry time on failure.
-    func verify(_ applied: [UInt32: String], now: Int64, monotonic: Int64) -> Int64? {
+    func verify(_ applied: [UInt32: String], now: Instant, monotonic: Int64) -> Int64? {
         let found: Set<UInt32>
         do {
             found = try filter.blockedUIDs()
@@ -131,7 +131,7 @@ final class NetworkLockout {
         logger.warning("the network lockout table was changed by someone else; restored", metadata: ["users": "\(users)"])
         agent.recordEvent(
             AgentEvent(
-                time: now, kind: .networkFilterFailed,
+                time: now.milliseconds, kind: .networkFilterFailed,
                 message: "the network lockout table was changed outside Curfew (a firewall reload?); restored for \(users)"))
         return nil
     }
@@ -141,13 +141,13 @@ final class NetworkLockout {
         return retryAt - monotonic
     }
 
-    func failed(_ what: String, _ error: LinuxError, now: Int64, monotonic: Int64) -> Int64 {
+    func failed(_ what: String, _ error: LinuxError, now: Instant, monotonic: Int64) -> Int64 {
         retryAt = monotonic + Self.retryMilliseconds
         let text = "\(error)"
         if lastFailure != text {
             logger.error("\(what)", metadata: ["error": "\(text)"])
             agent.recordEvent(
-                AgentEvent(time: now, kind: .networkFilterFailed, message: "\(what): \(text)"))
+                AgentEvent(time: now.milliseconds, kind: .networkFilterFailed, message: "\(what): \(text)"))
         }
         lastFailure = text
         return Self.retryMilliseconds

@@ -27,7 +27,7 @@ extension Agent {
         case full(PolicyError)
     }
 
-    func approveWithPIN(user: String, pin: String, minutes: Int, now: Int64) throws -> PINApproval {
+    func approveWithPIN(user: String, pin: String, minutes: Int, now: Instant) throws -> PINApproval {
         let pinFile = ParentPINFile(stateDirectory: configuration.stateDirectory)
         let hash: ParentPINHash
         do {
@@ -52,13 +52,13 @@ extension Agent {
         } catch {
             return .refused(AgentError(.badRequest, error.message + "; nothing changed"))
         }
-        let windowStart = (now - PINRules.tryWindowSeconds) * 1000 + 1
+        let windowStart = (now - .seconds(PINRules.tryWindowSeconds)).milliseconds + 1
         // A child whose tries are used up costs no hashing.
         let earlier = try store.read { db in
             try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
         }
         do throws(PolicyError) {
-            try PINRules.checkRoom(triesInWindow: earlier.map { floorDivide($0.time, 1000) }, now: now)
+            try PINRules.checkRoom(triesInWindow: earlier.map { Instant(milliseconds: $0.time) }, now: now)
         } catch {
             return .refused(AgentError(.tooManyTries, error.message + "; nothing changed"))
         }
@@ -69,7 +69,7 @@ extension Agent {
         let outcome: PINTry = try store.write { db in
             let tries = try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
             do throws(PolicyError) {
-                try PINRules.checkRoom(triesInWindow: tries.map { floorDivide($0.time, 1000) }, now: now)
+                try PINRules.checkRoom(triesInWindow: tries.map { Instant(milliseconds: $0.time) }, now: now)
             } catch {
                 return .full(error)
             }
@@ -81,7 +81,7 @@ extension Agent {
             let words = right ? "the parent's PIN was typed to approve" : "a wrong PIN was typed to approve"
             try EventLog.append(
                 AgentEvent(
-                    time: now * 1000, user: user, kind: .pinTry,
+                    time: now.milliseconds, user: user, kind: .pinTry,
                     message: "\(words) \(TimeAllowance.format(minutes: minutes)) more (try \(count) of \(PINRules.maxTries) in \(PINRules.tryWindowSeconds / 60) minutes)",
                     data: .object(data)), db)
             return right ? .right : .wrong(triesLeft: PINRules.maxTries - count)
@@ -127,7 +127,7 @@ extension SocketProtocol {
         }
         do {
             switch try agent.approveWithPIN(
-                user: caller.name, pin: pin, minutes: Int(minutes), now: agent.clock.wallSeconds)
+                user: caller.name, pin: pin, minutes: Int(minutes), now: agent.clock.wallSecond)
             {
             case .refused(let refusal):
                 return refusal.reply

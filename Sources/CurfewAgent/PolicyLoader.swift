@@ -40,7 +40,7 @@ public struct PolicyLoader: Sendable {
     /// arriving (`RecordScan.incomplete`) rather than rejected. `newestSeen`: the newest version of each
     /// user this computer has enforced; a removal older than that does not count (its later records
     /// were deleted from the shared directory, which must never unmanage a child).
-    public func load(previous: [String: Policy], newestSeen: [String: Int] = [:], logger: Logger, now: Int64? = nil) throws
+    public func load(previous: [String: Policy], newestSeen: [String: Int] = [:], logger: Logger, now: Instant? = nil) throws
         -> Result
     {
         let trusted = try keyRing.trustedKeys()

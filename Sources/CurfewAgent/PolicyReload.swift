@@ -28,7 +28,7 @@ extension Agent {
         var newestSeen = newestStored
         for (user, kept) in lastGood { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
         let result = try loader.load(
-            previous: previous, newestSeen: newestSeen, logger: logger, now: clock.wallSeconds)
+            previous: previous, newestSeen: newestSeen, logger: logger, now: clock.wallSecond)
         let valid = result.scan?.valid ?? []
         let managed = ManagedUsers.read(stateDirectory: configuration.stateDirectory) ?? []
         // A record in force that changed while it was read keeps the policy (and version) it had.
@@ -43,7 +43,7 @@ extension Agent {
         var policies = resolution.entries.mapValues(\.policy)
         var versions = resolution.entries.mapValues(\.version)
         var events: [AgentEvent] = []
-        let now = clock.wallMilliseconds
+        let now = clock.wallInstant
         for (user, entry) in resolution.entries.sorted(by: { $0.key < $1.key }) {
             switch entry.source {
             case .records:
@@ -54,7 +54,7 @@ extension Agent {
                 logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(entry.version)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: .policyKept,
+                        time: now.milliseconds, user: user, kind: .policyKept,
                         message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
                         data: .object(JSONObject([("version", .int(Int64(entry.version)))]))))
             case .failClosed:
@@ -62,14 +62,14 @@ extension Agent {
                 logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: .failClosed,
+                        time: now.milliseconds, user: user, kind: .failClosed,
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
         }
         for user in resolution.failingOpen.sorted() where failOpenReported.withLock({ $0.insert(user).inserted }) {
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: .failOpen,
+                    time: now.milliseconds, user: user, kind: .failOpen,
                     message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
         }
         // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
@@ -80,7 +80,7 @@ extension Agent {
                 logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now, user: user, kind: .policyIgnored,
+                        time: now.milliseconds, user: user, kind: .policyIgnored,
                         message: "\(user) is an account of uid 0, which is never managed; its policy is ignored"))
             }
         }
@@ -91,12 +91,12 @@ extension Agent {
             logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: .policyLoaded,
+                    time: now.milliseconds, user: user, kind: .policyLoaded,
                     message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
         for user in previous.keys where policies[user] == nil {
-            events.append(AgentEvent(time: now, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
+            events.append(AgentEvent(time: now.milliseconds, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
         }
         // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
         // folder of junk must not fill the journal); files gone from the folder are forgotten.
@@ -126,7 +126,7 @@ extension Agent {
             let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
             events.append(
                 AgentEvent(
-                    time: now, user: user, kind: .recordMissing,
+                    time: now.milliseconds, user: user, kind: .recordMissing,
                     message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
                     data: .object(JSONObject([("version", .int(Int64(version)))]))))
         }
@@ -134,7 +134,7 @@ extension Agent {
         state.setPolicies(policies, versions: versions)
         state.setAdjustments(result.adjustments.filter { policies[$0.key] != nil })
         // What children took under their allowance this week counts as extra time too.
-        loadSelfService(now: clock.wallSeconds)
+        loadSelfService(now: clock.wallSecond)
         try store.write { db in
             for (user, version) in newestNow where version != newestStored[user] {
                 try AgentStateTable.set(AgentStateKeys.newestVersionPrefix + user, String(version), db)
@@ -162,7 +162,7 @@ extension Agent {
             guard let schedule = state.schedule(of: grant.user, systemZone: ZoneRules.system) else { continue }
             let today = schedule.zone.localTime(at: clock.wallSeconds).date
             if grant.lift.endsBreak, grant.date == today { state.endBreak(of: grant.user) }
-            if let words = ExtraTime.childMessage(grant, schedule: schedule, now: clock.wallSeconds) {
+            if let words = ExtraTime.childMessage(grant, schedule: schedule, now: clock.wallSecond) {
                 state.post(AgentState.ChildMessage(user: grant.user, summary: "Curfew", body: words, urgency: 1, kind: .answer))
             }
         }

@@ -7,7 +7,7 @@ import Logging
 /// Children's requests for more time, and the parents' grants as the agent records them.
 extension Agent {
     /// The event that says a grant is in force (once per grant record).
-    static func grantEvent(_ grant: GrantSummary, now: Int64) -> AgentEvent {
+    static func grantEvent(_ grant: GrantSummary, now: Instant) -> AgentEvent {
         var parts: [String] = []
         if grant.extraMinutes > 0 { parts.append("\(TimeAllowance.format(minutes: grant.extraMinutes)) extra") }
         if grant.bedtimeDelayMinutes > 0 {
@@ -35,7 +35,7 @@ extension Agent {
         }
         if grant.lift.endsBreak { data["endsBreak"] = .bool(true) }
         return AgentEvent(
-            time: now, user: grant.user, kind: .extraTimeGranted,
+            time: now.milliseconds, user: grant.user, kind: .extraTimeGranted,
             message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
     }
 
@@ -43,12 +43,12 @@ extension Agent {
     /// transaction, unless `RequestRules.checkRoom` refuses it (a `PolicyError`; nothing is written,
     /// so a child's flood of requests adds at most `RequestRules.maxPerHour` rows and events an hour).
     func fileRequest(
-        user: String, minutes: Int, reason: String?, now: Int64, cause: UseBlock? = nil, app: String? = nil
+        user: String, minutes: Int, reason: String?, now: Instant, cause: UseBlock? = nil, app: String? = nil
     ) throws -> TimeRequest {
         // The enforcer looks for the parent's answer while a request is outstanding.
         defer { state.noteRequestFiled() }
         return try store.write { db in
-            let (pending, recent) = try RequestTable.counts(user: user, since: now - RequestRules.windowMilliseconds + 1, db)
+            let (pending, recent) = try RequestTable.counts(user: user, since: (now - .milliseconds(RequestRules.windowMilliseconds)).milliseconds + 1, db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
             var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
@@ -57,7 +57,7 @@ extension Agent {
             data["app"] = app.map { .string($0) } ?? .null
             try EventLog.append(
                 AgentEvent(
-                    time: now, user: user, kind: .timeRequested,
+                    time: now.milliseconds, user: user, kind: .timeRequested,
                     message: "asked for \(TimeAllowance.format(minutes: minutes)) more"
                         + (app.map { " of \($0)" } ?? "") + (cause.map { " (blocked by \($0.words))" } ?? ""),
                     data: .object(data)), db)
@@ -85,11 +85,11 @@ extension SocketProtocol {
             return failure(.badRequest, "unknown app \(quoted(app)): not in the app catalog and \(caller.name)'s policy has no rule for it")
         }
         // What blocks the child now, from the decision the enforcer makes with the same figures.
-        let now = agent.clock.wallMilliseconds
+        let now = agent.clock.wallInstant
         let cause = agent.state.schedule(of: caller.name, systemZone: ZoneRules.system).map { schedule in
             ExtraTime.block(
-                schedule: schedule, now: now / 1000,
-                usage: Enforcement.dayUsage(schedule: schedule, live: agent.state.live(of: caller.name), now: now / 1000), app: app)
+                schedule: schedule, now: now,
+                usage: Enforcement.dayUsage(schedule: schedule, live: agent.state.live(of: caller.name), now: now), app: app)
         } ?? nil
         do {
             let request = try agent.fileRequest(

@@ -10,19 +10,19 @@ import Logging
 extension Agent {
     /// The minutes `user` took under their allowance per local day of the current week, from the
     /// database, into the state the schedules read.
-    func loadSelfService(of user: String, policy: Policy, now: Int64) throws {
+    func loadSelfService(of user: String, policy: Policy, now: Instant) throws {
         let zone = Schedule.zone(for: policy)
         let monday = zone.startOfDay(zone.localTime(at: now).date.weekStart)
-        let uses = try store.read { try RequestTable.selfService(user: user, since: monday * 1000, $0) }
+        let uses = try store.read { try RequestTable.selfService(user: user, since: Instant(seconds: monday).milliseconds, $0) }
         var minutes: [LocalDate: Int] = [:]
         for use in uses {
-            minutes[zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date, default: 0] += use.grantedMinutes ?? use.minutes
+            minutes[zone.localTime(at: Instant(milliseconds: use.createdMilliseconds)).date, default: 0] += use.grantedMinutes ?? use.minutes
         }
         state.setSelfService(of: user, minutes)
     }
 
     /// The self-service extensions of every managed user this week (at start, and after a reload).
-    public func loadSelfService(now: Int64) {
+    public func loadSelfService(now: Instant) {
         for (user, policy) in state.policies where policy.selfExtension != nil {
             do { try loadSelfService(of: user, policy: policy, now: now) } catch {
                 logger.error("cannot read self-service extra time", metadata: ["user": "\(user)", "error": "\(error)"])
@@ -32,7 +32,7 @@ extension Agent {
 
     /// Takes one self-service extension for `user` now, or says why not (a `PolicyError`; nothing is
     /// written). The week's count and the new row are one transaction.
-    func takeSelfService(user: String, policy: Policy, now: Int64) throws -> SelfExtensionUse {
+    func takeSelfService(user: String, policy: Policy, now: Instant) throws -> SelfExtensionUse {
         guard let allowance = policy.selfExtension else {
             throw PolicyError("\(user) has no extra time to take without asking; ask a parent with curfew request")
         }
@@ -40,9 +40,9 @@ extension Agent {
         let today = zone.localTime(at: now).date
         let monday = zone.startOfDay(today.weekStart)
         let used = try store.write { db in
-            let used = try RequestTable.selfService(user: user, since: monday * 1000, db).count
+            let used = try RequestTable.selfService(user: user, since: Instant(seconds: monday).milliseconds, db).count
             try allowance.checkRoom(usedThisWeek: used)
-            let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now * 1000, db)
+            let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
             var data = JSONObject([
                 ("request", .int(row.id)), ("minutes", .int(Int64(allowance.minutes))), ("date", .string("\(today)")),
                 ("used", .int(Int64(used + 1))), ("perWeek", .int(Int64(allowance.perWeek))),
@@ -50,7 +50,7 @@ extension Agent {
             data["reason"] = .null
             try EventLog.append(
                 AgentEvent(
-                    time: now * 1000, user: user, kind: .selfExtension,
+                    time: now.milliseconds, user: user, kind: .selfExtension,
                     message: "took \(TimeAllowance.format(minutes: allowance.minutes)) more without asking (\(used + 1) of \(allowance.perWeek) this week)",
                     data: .object(data)), db)
             return used + 1
@@ -74,7 +74,7 @@ extension SocketProtocol {
             return failure(.notPermitted, "\(caller.name) is not managed on this computer; there is no limit to extend")
         }
         do {
-            let use = try agent.takeSelfService(user: caller.name, policy: policy, now: agent.clock.wallSeconds)
+            let use = try agent.takeSelfService(user: caller.name, policy: policy, now: agent.clock.wallSecond)
             return AgentReply(message: use.message, extended: use).json
         } catch let refusal as PolicyError {
             return failure(.notPermitted, refusal.message)

@@ -23,7 +23,7 @@ public enum SocketProtocol {
             if callerUID != 0 && caller?.name != user {
                 return failure(.notPermitted, "you may only see your own status")
             }
-            guard let status = agent.status(of: user, now: agent.clock.wallSeconds) else {
+            guard let status = agent.status(of: user, now: agent.clock.wallSecond) else {
                 return failure(.unknownUser, "\(user) is not managed on this computer")
             }
             return AgentReply(status: status.report).json
@@ -37,7 +37,7 @@ public enum SocketProtocol {
             // A child may ask about themself as often as they like: only root's checks (real logins)
             // leave an event, so asking cannot fill the audit log.
             let verdict = agent.checkLogin(
-                user: user, service: service ?? "unknown", now: agent.clock.wallSeconds, recordRefusal: callerUID == 0)
+                user: user, service: service ?? "unknown", now: agent.clock.wallSecond, recordRefusal: callerUID == 0)
             return AgentReply(message: verdict.message, allowed: verdict.allowed).json
         case .request(let minutes, let reason, let app):
             return answerTimeRequest(minutes: minutes, reason: reason, app: app, callerUID: callerUID, agent: agent)

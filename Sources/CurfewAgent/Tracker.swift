@@ -67,7 +67,7 @@ public final class Tracker {
     var mayStopSomething = false
     var enforcedUIDs = Set<UInt32>()
     /// Milliseconds within which systemd wants to hear from the agent (WatchdogSec), if it does.
-    let watchdogInterval: Int64? = SystemdNotify.watchdogInterval().map { Int64($0.components.seconds) * 1000 + $0.components.attoseconds / 1_000_000_000_000_000 }
+    let watchdogInterval: Int64? = SystemdNotify.watchdogInterval().map(\.wholeMilliseconds)
     var watchdog: Bool { watchdogInterval != nil }
     /// Per user: the budget of `app-stopped` events (and log lines) their relaunches may cause, and
     /// the processes stopped past it, per app, not yet recorded.
@@ -489,7 +489,7 @@ public final class Tracker {
         observe()
         enforceApps()
         publishExecRules()
-        if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
+        if !stopRecords.isEmpty { recordUnrecordedStops(now: Instant(milliseconds: now.wall), monotonic: now.monotonic) }
         flush(force: false)
         if watchdog {
             let counting = live.values.filter(\.counting).count
@@ -579,7 +579,7 @@ public final class Tracker {
                 counts = !apps.isEmpty
             }
             newObservations[user] = UserObservation(sessionCounts: counts, runningApps: apps)
-            let day = zone(for: policy).localTime(at: last.wall / 1000).date
+            let day = zone(for: policy).localTime(at: Instant(milliseconds: last.wall)).date
             var entry = live[user]
             if entry?.day != day {
                 let breakClock = entry?.breakClock ?? storedBreakClock(user: user, policy: policy)
@@ -619,14 +619,14 @@ public final class Tracker {
         // The rules matching uses come from `observe`, which every policy change reaches first (the
         // change wakes the loop for a tick).
         let processes = sampler.cached
-        let now = clock().wall
+        let now = Instant(milliseconds: clock().wall)
         for user in policies.keys.sorted() {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone)
             else { continue }
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
             if !hasAppRules
-                && schedule.state(at: now / 1000, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
+                && schedule.state(at: now.seconds, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
             {
                 continue
             }
@@ -644,7 +644,7 @@ public final class Tracker {
             for process in mine { appOf[process.pid] = app(of: process) }
             let running = Set(appOf.values).subtracting(Accounting.sessionPlumbing)
             let plan = Enforcement.plan(
-                schedule: schedule, live: live[user], running: running, catalog: catalog, now: now / 1000)
+                schedule: schedule, live: live[user], running: running, catalog: catalog, now: now)
             var reasons = plan.stopApps
             let sweep = lockoutSweep(plan: plan, policy: schedule.policy, uid: account.uid, running: running)
             guard !reasons.isEmpty || sweep != .none else { continue }
@@ -676,7 +676,7 @@ public final class Tracker {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone) else { continue }
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: ExecRules.candidates(policy: policy, catalog: catalog),
-                catalog: catalog, now: now / 1000)
+                catalog: catalog, now: Instant(milliseconds: now))
             guard !plan.stopApps.isEmpty else { continue }
             users[account.uid] = ExecRules.User(name: user, rules: rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
         }
@@ -702,7 +702,7 @@ public final class Tracker {
         for exec in denied {
             stopped(
                 app: exec.denial.app, reason: exec.denial.reason, user: exec.denial.user,
-                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: now.wall, monotonic: now.monotonic, execDenied: true)
+                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: Instant(milliseconds: now.wall), monotonic: now.monotonic, execDenied: true)
         }
         if dropped > 0 { logger.notice("exec guard: more execs denied than could be told one by one", metadata: ["count": "\(dropped)"]) }
     }
@@ -711,7 +711,7 @@ public final class Tracker {
     /// an `app-stopped` event and a log line; past it the stop is only counted, and recorded later.
     /// `execDenied`: the exec guard denied the program's exec (it never ran); the event says so.
     func stopped(
-        app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Int64, monotonic: Int64,
+        app: String, reason: StopReason, user: String, processes: [ProcessRef], now: Instant, monotonic: Int64,
         execDenied: Bool = false
     ) {
         let message = reason.message(app: app)
@@ -732,7 +732,7 @@ public final class Tracker {
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
-                time: now, user: user, kind: .appStopped, message: message,
+                time: now.milliseconds, user: user, kind: .appStopped, message: message,
                 data: .object(
                     JSONObject([
                         ("app", .string(app)), ("reason", .string(reason.word)),
@@ -742,7 +742,7 @@ public final class Tracker {
 
     /// Records, as budgets allow, one event per app for the stops that were only counted: the
     /// audit log says how often, if not each time.
-    func recordUnrecordedStops(now: Int64, monotonic: Int64) {
+    func recordUnrecordedStops(now: Instant, monotonic: Int64) {
         for (user, var records) in stopRecords where !records.unrecorded.isEmpty {
             for (app, count) in records.unrecorded.sorted(by: { $0.key < $1.key }) {
                 guard records.budget.take(now: monotonic) else { break }
@@ -750,7 +750,7 @@ public final class Tracker {
                 logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
                 pendingEvents.append(
                     AgentEvent(
-                        time: now, user: user, kind: .appStopped,
+                        time: now.milliseconds, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
                         data: .object(JSONObject([("app", .string(app)), ("count", .int(Int64(count))), ("summary", .bool(true))]))))
             }

@@ -34,7 +34,7 @@ final class UsageExchange {
         var lastRead: Int64 = .min / 2
         while !stop.isSet {
             let monotonic = ClockReading.now().monotonic
-            let now = agent.clock.wallSeconds
+            let now = agent.clock.wallSecond
             if monotonic - lastPublish >= interval {
                 lastPublish = monotonic
                 publish(now: now)
@@ -52,12 +52,12 @@ final class UsageExchange {
             if readsOthers { due = min(due, lastRead + readInterval) }
             stop.wait(milliseconds: max(1, due - ClockReading.now().monotonic))
         }
-        publish(now: agent.clock.wallSeconds)
+        publish(now: agent.clock.wallSecond)
     }
 
     /// Writes today's and yesterday's summary of every managed user whose figures changed since
     /// they were last written (yesterday's: its last minutes may not have been written before midnight).
-    func publish(now: Int64) {
+    func publish(now: Instant) {
         var current = Set<String>()
         for (user, policy) in agent.state.policies {
             let today = Schedule.zone(for: policy).localTime(at: now).date
@@ -74,7 +74,7 @@ final class UsageExchange {
                     writing: rows.map {
                         UsageSummary.Bucket(hour: $0.hour, app: $0.app, milliseconds: $0.milliseconds)
                     },
-                    time: now)
+                    time: now.seconds)
                 guard !summary.buckets.isEmpty, published[key] != summary.buckets else { continue }
                 do {
                     try shared.publish(summary, as: agent.machine)
@@ -92,7 +92,7 @@ final class UsageExchange {
 
     /// Reads the other computers' summaries of today for users whose daily limit counts every
     /// computer, keeps the valid ones and hands the day's total to the tracker.
-    func readOthers(now: Int64) {
+    func readOthers(now: Instant) {
         for (user, policy) in agent.state.policies where policy.limitScope == .allComputers {
             let today = Schedule.zone(for: policy).localTime(at: now).date
             let readings = shared.usageReadings(user: user, from: today, through: today, excluding: agent.machine.id)

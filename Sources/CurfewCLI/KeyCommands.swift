@@ -136,7 +136,7 @@ struct KeyCommand: ParsableCommand {
                 }
                 let host = workspace.shared.announcement(machine)?.0.host ?? machine
                 let enrolment = MachineEnrolment(
-                    machine: machine, host: host, publicKey: key.base64, keyId: key.id, author: parent.id, time: Workspace.now())
+                    machine: machine, host: host, publicKey: key.base64, keyId: key.id, author: parent.id, time: Workspace.now().seconds)
                 try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
                 Output.line("computer \(machine) now signs with key \(key.id)\(previous.map { " (was \($0.id))" } ?? "")")
                 return
@@ -201,7 +201,7 @@ struct KeyCommand: ParsableCommand {
                 throw CLIError("not confirmed; nothing changed", .failure)
             }
             let revocation = KeyRevocation(
-                key: id, time: Workspace.now(), versions: versions, records: records.map(\.id) + grants.map(\.id))
+                key: id, time: Workspace.now().seconds, versions: versions, records: records.map(\.id) + grants.map(\.id))
             _ = try translatingErrors { try workspace.keyRing.revoke(revocation) }
             workspace.finish()
             let count = records.count + grants.count

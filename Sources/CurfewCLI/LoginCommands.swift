@@ -100,7 +100,7 @@ struct CheckLogin: ParsableCommand {
                 now: now)
             if !verdict.allowed {
                 // The refusal stands even if the audit log cannot take it (a read-only disk, say).
-                _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now * 1000), $0) }
+                _ = try? store.write { try EventLog.append(verdict.event(user: user, service: service, now: now), $0) }
             }
             workspace.finish()
             return verdict

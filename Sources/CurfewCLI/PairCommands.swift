@@ -38,7 +38,7 @@ struct Pair: ParsableCommand {
         let now = Workspace.now()
         let offer = try publishPairingStep(
             .offer, nonce: nonce, code: code, over: PairingCode.offerMessage(nonce: nonce, parentKey: parent.publicKey.base64),
-            parent: parent, time: now, expires: now + Int64(timeout.rounded(.up)), workspace: workspace)
+            parent: parent, time: now.seconds, expires: now.seconds + Int64(timeout.rounded(.up)), workspace: workspace)
         defer { workspace.shared.removePairing(nonce: nonce) }
         Output.lineNow("pairing code: \(PairingCode.display(code))")
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
@@ -61,7 +61,7 @@ struct Pair: ParsableCommand {
         _ = try publishPairingStep(
             .accepted, nonce: nonce, code: code,
             over: PairingCode.acceptedMessage(nonce: nonce, offerKey: parent.publicKey.base64, answerKey: message.parentKey),
-            parent: parent, time: Workspace.now(), expires: offer.expires, workspace: workspace)
+            parent: parent, time: Workspace.now().seconds, expires: offer.expires, workspace: workspace)
         Output.lineNow("confirmed; the other computer trusts this computer's parent key once this reaches it")
     }
 }
@@ -118,7 +118,7 @@ struct Join: ParsableCommand {
         _ = try publishPairingStep(
             .answer, nonce: message.nonce, code: code,
             over: PairingCode.answerMessage(nonce: message.nonce, offerKey: message.parentKey, answerKey: parent.publicKey.base64),
-            parent: parent, time: Workspace.now(), expires: message.expires, workspace: workspace)
+            parent: parent, time: Workspace.now().seconds, expires: message.expires, workspace: workspace)
         Output.lineNow("answered; waiting for the other computer's parent to confirm there")
         // Trusted only once the other parent confirmed: their acceptance, signed by the offered key and
         // bound by the code to both keys. Until the offer expires (plus a minute for the folder to

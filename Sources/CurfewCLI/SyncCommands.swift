@@ -347,7 +347,7 @@ struct SyncEnrol: ParsableCommand {
             throw CLIError("not confirmed; nothing changed", .failure)
         }
         let enrolment = MachineEnrolment(
-            machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now())
+            machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now().seconds)
         try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
         Output.line("enrolled computer \(machine) with parent key \(parent.id)")
     }

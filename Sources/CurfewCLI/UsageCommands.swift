@@ -202,8 +202,8 @@ struct Report: ParsableCommand {
         guard last.daysSinceEpoch - first.daysSinceEpoch < 3660 else {
             throw CLIError("a report covers at most 10 years, got \(first) to \(last)", .invalidArguments)
         }
-        let start = zone.startOfDay(first) * 1000
-        let end = zone.startOfDay(last.adding(days: 1)) * 1000
+        let start = Instant(seconds: zone.startOfDay(first)).milliseconds
+        let end = Instant(seconds: zone.startOfDay(last.adding(days: 1))).milliseconds
         if throughAgent && allComputers {
             throw CLIError("--all-computers needs the state directory (only a parent may do this; try sudo)", .notPermitted)
         }
@@ -306,9 +306,9 @@ struct Events: ParsableCommand {
         var sinceMilliseconds: Int64? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
-                sinceMilliseconds = ZoneRules.system.startOfDay(date) * 1000
+                sinceMilliseconds = Instant(seconds: ZoneRules.system.startOfDay(date)).milliseconds
             } else if let minutes = try? TimeAllowance.parseMinutes(since) {
-                sinceMilliseconds = (Workspace.now() - Int64(minutes) * 60) * 1000
+                sinceMilliseconds = (Workspace.now() - .seconds(Int64(minutes) * 60)).milliseconds
             } else {
                 throw CLIError("since must be a date (YYYY-MM-DD) or a duration (2h, 30m), got \(quoted(since))", .invalidArguments)
             }
@@ -350,7 +350,7 @@ struct Events: ParsableCommand {
             [row.day, row.user ?? "-", row.kind, "\(row.count) event\(row.count == 1 ? "" : "s") (summarised)"]
         }
         rows += events.map { event -> [String] in
-            let (date, second) = zone.localTime(at: event.time / 1000)
+            let (date, second) = zone.localTime(at: Instant(milliseconds: event.time))
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
             return ["\(date) \(time):\(second % 60 < 10 ? "0" : "")\(second % 60)", event.user ?? "-", event.kind.rawValue, event.message]
         }

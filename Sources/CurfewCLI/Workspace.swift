@@ -170,7 +170,7 @@ final class Workspace {
     /// for the local day of `now`: what commands answer from disk when the agent is not running.
     /// `otherComputers` is the day's screen time on the family's other computers when the policy's
     /// daily limit counts them (else 0).
-    func savedDay(of user: String, policy: Policy, now: Int64) throws -> (
+    func savedDay(of user: String, policy: Policy, now: Instant) throws -> (
         schedule: Schedule, totals: [String: Int64], otherComputers: Int64
     ) {
         let zone = Schedule.zone(for: policy)
@@ -178,12 +178,12 @@ final class Workspace {
         let (totals, selfService) = try openStore().read { db in
             (
                 try UsageTable.dayTotals(user: user, day: day, db),
-                try RequestTable.selfService(user: user, since: zone.startOfDay(day) * 1000, db)
+                try RequestTable.selfService(user: user, since: Instant(seconds: zone.startOfDay(day)).milliseconds, db)
             )
         }
         var adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
         // Extra time the child took under their allowance today (`curfew extend`) counts as a grant.
-        for use in selfService where zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date == day {
+        for use in selfService where zone.localTime(at: Instant(milliseconds: use.createdMilliseconds)).date == day {
             adjustments[day, default: DayAdjustment()].extraMinutes += use.grantedMinutes ?? use.minutes
         }
         let others =
@@ -214,7 +214,7 @@ final class Workspace {
 
     /// Screen time of `user` saved on this computer in the week of `now` (from Monday, today included),
     /// in milliseconds, when the policy has a weekly budget; else nil.
-    func savedWeek(of user: String, policy: Policy, now: Int64) throws -> Int64? {
+    func savedWeek(of user: String, policy: Policy, now: Instant) throws -> Int64? {
         guard policy.weeklyLimitMinutes != nil else { return nil }
         let day = Schedule.zone(for: policy).localTime(at: now).date
         return try openStore().read { try UsageTable.screenMilliseconds(user: user, from: day.weekStart, through: day, $0) }
@@ -258,13 +258,13 @@ final class Workspace {
     }
 
     /// Signs and publishes the user's new policy (nil removes the user) as the next version.
-    func publish(_ policy: Policy?, for user: String, replacing current: RecordSummary?, now: Int64) throws -> (
+    func publish(_ policy: Policy?, for user: String, replacing current: RecordSummary?, now: Instant) throws -> (
         version: Int, id: String
     ) {
         let key = try translatingErrors { try keyRing.loadSigningKey() }
         let version = (current?.version ?? 0) + 1
         let record = PolicyRecord(
-            user: user, version: version, baseVersion: current?.version ?? 0, author: key.id, time: now,
+            user: user, version: version, baseVersion: current?.version ?? 0, author: key.id, time: now.seconds,
             policy: policy)
         let id = try translatingErrors { try shared.publish(record, signedBy: key) }
         return (version, id)
@@ -281,5 +281,6 @@ final class Workspace {
         pendingIndex = nil
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+    /// Now, to the whole second: what records carry and what the schedule counts in.
+    static func now() -> Instant { Instant(seconds: Int64(Date().timeIntervalSince1970)) }
 }

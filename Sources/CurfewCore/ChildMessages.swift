@@ -7,7 +7,7 @@ public enum ChildMessages {
     public static let askParent = "ask a parent: curfew request 30m"
 
     /// `21:00`, `tomorrow at 07:00`, `on Friday at 07:00` for an instant, seen from `now` in `zone`.
-    public static func when(_ instant: Int64, now: Int64, zone: ZoneRules) -> String {
+    public static func when(_ instant: Instant, now: Instant, zone: ZoneRules) -> String {
         let (day, second) = zone.localTime(at: instant)
         let clock = "\(ClockTime(hour: second / 3600, minute: second / 60 % 60))"
         let today = zone.localTime(at: now).date
@@ -18,7 +18,7 @@ public enum ChildMessages {
     }
 
     /// `until 21:00` / `until tomorrow at 07:00`.
-    static func until(_ instant: Int64, now: Int64, zone: ZoneRules) -> String {
+    static func until(_ instant: Instant, now: Instant, zone: ZoneRules) -> String {
         let moment = when(instant, now: now, zone: zone)
         return "until " + (moment.hasPrefix("on ") ? String(moment.dropFirst(3)) : moment)
     }
@@ -26,8 +26,8 @@ public enum ChildMessages {
     /// A warning before something runs out, with the local time it does:
     /// `15 minutes of screen time left today (until 20:15); ask a parent: curfew request 30m`,
     /// `bedtime starts in 5 minutes (at 21:00); save your work`.
-    public static func warning(_ warning: Warning, now: Int64, zone: ZoneRules) -> String {
-        let at = now + warning.remainingSeconds
+    public static func warning(_ warning: Warning, now: Instant, zone: ZoneRules) -> String {
+        let at = now + .seconds(warning.remainingSeconds)
         let clock = when(at, now: now, zone: zone)
         let moment = clock.contains(" at ") ? clock : "at \(clock)"
         switch warning.subject {
@@ -39,7 +39,8 @@ public enum ChildMessages {
     }
 
     /// The lockout starts: `time is up: it is bedtime until tomorrow at 07:00; apps are stopped; ask a parent: curfew request 30m`.
-    public static func lockout(reason: String, lockout: Lockout, allowedAgainAt: Int64?, now: Int64, zone: ZoneRules) -> String {
+    /// `allowedAgainAt` in seconds since the epoch, as `Decision` has it.
+    public static func lockout(reason: String, lockout: Lockout, allowedAgainAt: Int64?, now: Instant, zone: ZoneRules) -> String {
         let what: String
         switch lockout {
         case .logout: what = "your sessions end and logins are refused"
@@ -49,7 +50,7 @@ public enum ChildMessages {
         case .network: what = "the internet is off"
         }
         // A reason that already says until when (a downtime window, a break) keeps its own words.
-        let again = reason.contains(" until ") ? "" : allowedAgainAt.map { " \(until($0, now: now, zone: zone))" } ?? ""
+        let again = reason.contains(" until ") ? "" : allowedAgainAt.map { " \(until(Instant(seconds: $0), now: now, zone: zone))" } ?? ""
         return "time is up: \(reason)\(again); \(what); \(askParent)"
     }
 

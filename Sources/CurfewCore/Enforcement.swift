@@ -122,10 +122,11 @@ public enum Enforcement {
     ///     rule. Shells and unknown programs are not stopped by the lockout (a blocked or limited app
     ///     always is).
     public static func plan(
-        schedule: Schedule, now: Int64, usage: DayUsage, running: Set<String>, tracked: Set<String>
+        schedule: Schedule, now instant: Instant, usage: DayUsage, running: Set<String>, tracked: Set<String>
     ) -> EnforcementPlan {
+        let now = instant.seconds
         let policy = schedule.policy
-        let decision = schedule.decide(now: now, usage: usage.scheduleUsage)
+        let decision = schedule.decide(now: instant, usage: usage.scheduleUsage)
         var stop: [String: StopReason] = [:]
         var countdowns: [WarningSubject: Int64] = [:]
 
@@ -154,7 +155,7 @@ public enum Enforcement {
         }
         let lockout = policy.lockout(in: decision.state)
         // For the warnings and for the belt (`sessionEndsIn`): looked up once.
-        let untilBedtime = schedule.secondsUntilBedtime(from: now)
+        let untilBedtime = schedule.secondsUntilBedtime(from: instant)
         if decision.state == .allowed {
             // Whichever blocks first is the one the child is warned about.
             let limitLeft = decision.limitRemainingSeconds
@@ -189,14 +190,14 @@ public enum Enforcement {
         }
         return EnforcementPlan(
             decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout,
-            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, untilBedtime: untilBedtime, now: now))
+            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, untilBedtime: untilBedtime, now: instant))
     }
 
     /// `EnforcementPlan.sessionEndsIn`: now when the block in force ends sessions; else the first of the
     /// causes that will, each by the lockout of its own cause: bedtime (by the clock), the day's and the
     /// week's budget (at the earliest, after that much more use), and the next change the decision
     /// knows of (a downtime window, a break).
-    static func sessionEndsIn(schedule: Schedule, decision: Decision, untilBedtime: Int64?, now: Int64) -> Int64? {
+    static func sessionEndsIn(schedule: Schedule, decision: Decision, untilBedtime: Int64?, now: Instant) -> Int64? {
         func endsSessions(_ state: UseState) -> Bool {
             switch schedule.policy.lockout(in: state) {
             case .logout?, .lock?: true
@@ -211,7 +212,7 @@ public enum Enforcement {
             if let left = decision.weekRemainingSeconds { candidates.append(left) }
         }
         if let change = decision.nextChange, change.state != .allowed, endsSessions(change.state) {
-            candidates.append(change.at - now)
+            candidates.append(change.at - now.seconds)
         }
         return candidates.min().map { max(0, $0) }
     }
@@ -220,7 +221,8 @@ public enum Enforcement {
 extension Schedule {
     /// Seconds from `now` until the next bedtime window starts, if one starts within two days and
     /// `now` is not already in one.
-    public func secondsUntilBedtime(from now: Int64) -> Int64? {
+    public func secondsUntilBedtime(from instant: Instant) -> Int64? {
+        let now = instant.seconds
         if isBedtime(at: now) { return nil }
         let today = zone.localTime(at: now).date
         var starts: [Int64] = []
@@ -237,10 +239,10 @@ extension EnforcementPlan {
     /// What a child is told when the `network` lockout cuts their traffic, one line in local clock
     /// time with a relative day: `it is bedtime: the internet is off until tomorrow at 07:00` (the child is
     /// told it with what to do, `ChildMessages.networkOff`; the audit log keeps it as it is).
-    public func networkOffMessage(now: Int64, zone: ZoneRules) -> String {
+    public func networkOffMessage(now: Instant, zone: ZoneRules) -> String {
         let reason = decision.reason ?? "use is not allowed now"
-        guard let again = decision.allowedAgainAt, again > now else { return "\(reason): the internet is off" }
-        return "\(reason): the internet is off \(ChildMessages.until(again, now: now, zone: zone))"
+        guard let again = decision.allowedAgainAt, again > now.seconds else { return "\(reason): the internet is off" }
+        return "\(reason): the internet is off \(ChildMessages.until(Instant(seconds: again), now: now, zone: zone))"
     }
 }
 

@@ -61,7 +61,7 @@ public enum ExtraTime {
     /// The block in force for a child at `now`, from the decision the enforcer makes with the same
     /// schedule and usage (`Enforcement.plan`): the clock's or the budget's block first, then `app`'s
     /// own limit when it is used up. nil when nothing blocks.
-    public static func block(schedule: Schedule, now: Int64, usage: DayUsage, app: String?) -> UseBlock? {
+    public static func block(schedule: Schedule, now: Instant, usage: DayUsage, app: String?) -> UseBlock? {
         let decision = schedule.decide(now: now, usage: usage.scheduleUsage)
         switch decision.state {
         case .bedtime: return .bedtime
@@ -112,8 +112,10 @@ public enum ExtraTime {
     /// Throws when nothing would be lifted: a day with neither a daily limit nor a weekly budget
     /// gains nothing from more screen time, an app without a limit from more app time.
     public static func plan(
-        for block: UseBlock?, app: String?, minutes: Int, user: String, schedule: Schedule, now: Int64
+        for block: UseBlock?, app: String?, minutes: Int, user: String, schedule: Schedule, now instant: Instant
     ) throws(PolicyError) -> Plan {
+        // The schedule's windows are in whole seconds.
+        let now = instant.seconds
         guard (1...GrantRecord.maxMinutes).contains(minutes) else {
             throw PolicyError("extra time must be between 1 and \(GrantRecord.maxMinutes) minutes, got \(minutes)")
         }
@@ -131,8 +133,8 @@ public enum ExtraTime {
                 let until = window.start + Int64(delay) * 60
                 let words =
                     until >= window.end
-                    ? "no bedtime tonight (it would have ended \(ChildMessages.when(window.end, now: now, zone: zone)))"
-                    : "until \(ChildMessages.when(until, now: now, zone: zone)) (bedtime moved)"
+                    ? "no bedtime tonight (it would have ended \(ChildMessages.when(Instant(seconds: window.end), now: instant, zone: zone)))"
+                    : "until \(ChildMessages.when(Instant(seconds: until), now: instant, zone: zone)) (bedtime moved)"
                 return Plan(date: night, bedtimeDelayMinutes: delay, words: words)
             }
         case .downtime(let name)?:
@@ -148,8 +150,8 @@ public enum ExtraTime {
                     let until = interval.start + Int64(delay) * 60
                     let words =
                         until >= interval.end
-                        ? "no more downtime \(name) today (it would have ended at \(ChildMessages.when(interval.end, now: now, zone: zone)))"
-                        : "until \(ChildMessages.when(until, now: now, zone: zone)) (downtime \(name) moved)"
+                        ? "no more downtime \(name) today (it would have ended at \(ChildMessages.when(Instant(seconds: interval.end), now: instant, zone: zone)))"
+                        : "until \(ChildMessages.when(Instant(seconds: until), now: instant, zone: zone)) (downtime \(name) moved)"
                     return Plan(
                         date: day, lift: GrantLift(downtime: GrantLift.Window(window: name, delayMinutes: delay)), words: words)
                 }
@@ -189,8 +191,9 @@ public enum ExtraTime {
     /// What a child is told when a grant applies, with until when: `a parent gave you 30m more screen
     /// time today`, `a parent moved bedtime: you may use the computer until 21:30`. `schedule` already
     /// holds the grant. nil for a grant of another day (told when it comes, by status).
-    public static func childMessage(_ grant: GrantSummary, schedule: Schedule, now: Int64) -> String? {
+    public static func childMessage(_ grant: GrantSummary, schedule: Schedule, now instant: Instant) -> String? {
         let zone = schedule.zone
+        let now = instant.seconds
         let today = zone.localTime(at: now).date
         var parts: [String] = []
         if grant.extraMinutes > 0, grant.date == today {
@@ -199,7 +202,7 @@ public enum ExtraTime {
         if grant.bedtimeDelayMinutes > 0, let bedtime = schedule.bedtimeInterval(startingOn: grant.date), now < bedtime.end,
             grant.date >= today.adding(days: -1)
         {
-            parts.append("a parent moved bedtime: you may use the computer until \(ChildMessages.when(bedtime.start, now: now, zone: zone))")
+            parts.append("a parent moved bedtime: you may use the computer until \(ChildMessages.when(Instant(seconds: bedtime.start), now: instant, zone: zone))")
         } else if grant.bedtimeDelayMinutes > 0, grant.date >= today.adding(days: -1),
             schedule.bedtimeWindow(startingOn: grant.date) != nil
         {
@@ -210,7 +213,7 @@ public enum ExtraTime {
                 now < interval.end
             {
                 parts.append(
-                    "a parent moved downtime \(window.window): you may use the computer until \(ChildMessages.when(interval.start, now: now, zone: zone))")
+                    "a parent moved downtime \(window.window): you may use the computer until \(ChildMessages.when(Instant(seconds: interval.start), now: instant, zone: zone))")
             } else {
                 parts.append("a parent lifted downtime \(window.window) for today")
             }

@@ -21,12 +21,12 @@ public struct LoginVerdict: Sendable, Equatable {
     /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
     /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway), unless the
     /// lockout in force only monitors (`none`) or only cuts the network (`network`: offline use goes on).
-    public static func decide(user: String, schedule: Schedule, usedSeconds: Int64, now: Int64) -> LoginVerdict {
+    public static func decide(user: String, schedule: Schedule, usedSeconds: Int64, now: Instant) -> LoginVerdict {
         decide(user: user, schedule: schedule, usage: ScheduleUsage(daySeconds: usedSeconds), now: now)
     }
 
     /// The same, with the week's and the break's figures too.
-    public static func decide(user: String, schedule: Schedule, usage: ScheduleUsage, now: Int64) -> LoginVerdict {
+    public static func decide(user: String, schedule: Schedule, usage: ScheduleUsage, now: Instant) -> LoginVerdict {
         let decision = schedule.decide(now: now, usage: usage)
         if let lockout = schedule.policy.lockout(in: decision.state), !lockout.refusesLogins {
             let how = lockout == .network ? "the internet is off" : "monitor only"
@@ -37,14 +37,14 @@ public struct LoginVerdict: Sendable, Equatable {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
             return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")
         }
-        let again = decision.allowedAgainAt.map { describe(instant: $0, from: now, zone: schedule.zone) }
+        let again = decision.allowedAgainAt.map { describe(instant: Instant(seconds: $0), from: now, zone: schedule.zone) }
         return LoginVerdict(
             allowed: false,
             message: "Curfew: " + ChildMessages.loginRefused(user: user, reason: decision.reason ?? "use is not allowed", again: again))
     }
 
     /// "at 07:00", "tomorrow at 07:00", or "on Mon 2026-11-23 at 07:00", in the policy's zone.
-    public static func describe(instant: Int64, from now: Int64, zone: ZoneRules) -> String {
+    public static func describe(instant: Instant, from now: Instant, zone: ZoneRules) -> String {
         let (date, second) = zone.localTime(at: instant)
         let clock = ClockTime(hour: second / 3600 % 24, minute: second / 60 % 60)
         let today = zone.localTime(at: now).date
@@ -55,9 +55,9 @@ public struct LoginVerdict: Sendable, Equatable {
 
     /// The event a refusal leaves in the audit log; `unrecordedBefore`: refusals since the last
     /// event that were only counted (past the user's budget).
-    public func event(user: String, service: String, now: Int64, unrecordedBefore: Int = 0) -> AgentEvent {
+    public func event(user: String, service: String, now: Instant, unrecordedBefore: Int = 0) -> AgentEvent {
         var data = JSONObject([("service", .string(service))])
         if unrecordedBefore > 0 { data["unrecordedBefore"] = .int(Int64(unrecordedBefore)) }
-        return AgentEvent(time: now, user: user, kind: .loginRefused, message: message, data: .object(data))
+        return AgentEvent(time: now.milliseconds, user: user, kind: .loginRefused, message: message, data: .object(data))
     }
 }

@@ -28,13 +28,13 @@ public enum PINRules {
         }
     }
 
-    /// Whether one more try may be checked now, given the times (seconds) of the child's tries in the
+    /// Whether one more try may be checked now, given the times of the child's tries in the
     /// last `tryWindowSeconds`; the error says when the next one may be made.
-    public static func checkRoom(triesInWindow: [Int64], now: Int64) throws(PolicyError) {
+    public static func checkRoom(triesInWindow: [Instant], now: Instant) throws(PolicyError) {
         guard triesInWindow.count >= maxTries else { return }
         // The window frees a try when the oldest one in it is `tryWindowSeconds` old.
         let oldest = triesInWindow.sorted()[triesInWindow.count - maxTries]
-        let wait = max(1, (oldest + tryWindowSeconds - now + 59) / 60)
+        let wait = max(1, (oldest.seconds + tryWindowSeconds - now.seconds + 59) / 60)
         throw PolicyError(
             "too many PIN tries: \(maxTries) in the last \(tryWindowSeconds / 60) minutes; try again in \(wait) min")
     }

@@ -170,7 +170,8 @@ public struct Schedule: Sendable {
     /// night's bedtime or of a downtime window that began yesterday when it moved that window's start
     /// past midnight and the window has not ended by `now` (it is what lets the child in after
     /// midnight, and what `status` and `schedule` should name). The day's own delay wins.
-    public func adjustmentInForce(on date: LocalDate, now: Int64) -> DayAdjustment {
+    public func adjustmentInForce(on date: LocalDate, now instant: Instant) -> DayAdjustment {
+        let now = instant.seconds
         var adjustment = adjustments[date] ?? DayAdjustment()
         let yesterday = date.adding(days: -1)
         guard let last = adjustments[yesterday] else { return adjustment }
@@ -352,7 +353,7 @@ public struct Schedule: Sendable {
     }
 
     /// `decide(now:usage:)` with only the day's screen time known.
-    public func decide(now: Int64, usedSeconds: Int64, horizonDays: Int = 14) -> Decision {
+    public func decide(now: Instant, usedSeconds: Int64, horizonDays: Int = 14) -> Decision {
         decide(now: now, usage: ScheduleUsage(daySeconds: usedSeconds), horizonDays: horizonDays)
     }
 
@@ -362,7 +363,9 @@ public struct Schedule: Sendable {
     /// moments a limit, the week's budget or a break runs out, assuming the user keeps using the
     /// computer whenever allowed, for at most `horizonDays` days. A break ends once no screen time
     /// has counted for its length; any blocked time counts as a pause.
-    public func decide(now: Int64, usage: ScheduleUsage, horizonDays: Int = 14) -> Decision {
+    public func decide(now instant: Instant, usage: ScheduleUsage, horizonDays: Int = 14) -> Decision {
+        // The schedule's instants (block edges, the decision's) are whole seconds.
+        let now = instant.seconds
         var plan = dayPlan(zone.localTime(at: now).date)
         let today = plan.date
         let breakAfter = policy.breaks.map { Int64($0.afterMinutes) * 60 }
@@ -426,7 +429,7 @@ public struct Schedule: Sendable {
         case .allowed:
             // From `allowed` the next change is always to a blocked state. It comes before both the
             // limit and bedtime when a new day starts with no time at all (a weekday limit of 0).
-            let untilBedtime = secondsUntilBedtime(from: now)
+            let untilBedtime = secondsUntilBedtime(from: instant)
             remaining = [limitLeft, weekLeft, untilBedtime, nextChange.map { $0.at - now }].compactMap { $0 }.min()
         default:
             remaining = 0

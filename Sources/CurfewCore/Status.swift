@@ -31,7 +31,7 @@ public struct UserStatus: Sendable, Equatable {
 
     /// Today's status from the day's totals (`""` = screen time) and the running apps.
     public static func make(
-        user: String, policy: Policy, zone: ZoneRules, now: Int64, totals: [String: Int64], running: Set<String>,
+        user: String, policy: Policy, zone: ZoneRules, now: Instant, totals: [String: Int64], running: Set<String>,
         counting: Bool?, adjustments: [LocalDate: DayAdjustment] = [:], otherComputers: Int64 = 0,
         weekMilliseconds: Int64? = nil, breakClock: BreakClock? = nil
     ) -> UserStatus {

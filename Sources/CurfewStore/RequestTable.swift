@@ -73,16 +73,16 @@ public enum RequestTable {
             cause: (row["cause"] as String?).flatMap(UseBlock.init(code:)), app: row["app"])
     }
 
-    /// Records a new pending request; `now` in milliseconds.
+    /// Records a new pending request, made at `now`.
     @discardableResult
     public static func add(
-        user: String, minutes: Int, reason: String?, now: Int64, cause: UseBlock? = nil, app: String? = nil, _ db: Database
+        user: String, minutes: Int, reason: String?, now: Instant, cause: UseBlock? = nil, app: String? = nil, _ db: Database
     ) throws -> TimeRequest {
         try db.execute(
             sql: "INSERT INTO requests (user, minutes, reason, created_ms, cause, app) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [user, minutes, reason, now, cause?.code, app])
+            arguments: [user, minutes, reason, now.milliseconds, cause?.code, app])
         return TimeRequest(
-            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, createdMilliseconds: now,
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, createdMilliseconds: now.milliseconds,
             status: .pending, cause: cause, app: app)
     }
 
@@ -90,18 +90,18 @@ public enum RequestTable {
     public static let selfService = "allowance"
 
     /// Records extra time a child took without asking, under the policy's allowance: a request that is
-    /// approved as it is made (so parents see it in `curfew requests --all`); `now` in milliseconds.
+    /// approved as it is made, at `now` (so parents see it in `curfew requests --all`).
     @discardableResult
-    public static func addSelfService(user: String, minutes: Int, now: Int64, _ db: Database) throws -> TimeRequest {
+    public static func addSelfService(user: String, minutes: Int, now: Instant, _ db: Database) throws -> TimeRequest {
         try db.execute(
             sql: """
                 INSERT INTO requests (user, minutes, reason, created_ms, status, answered_ms, granted_minutes, answered_by, notified)
                 VALUES (?, ?, NULL, ?, 'approved', ?, ?, ?, 1)
                 """,
-            arguments: [user, minutes, now, now, minutes, selfService])
+            arguments: [user, minutes, now.milliseconds, now.milliseconds, minutes, selfService])
         return TimeRequest(
-            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: nil, createdMilliseconds: now, status: .approved,
-            answeredMilliseconds: now, grantedMinutes: minutes, answeredBy: selfService, notified: true)
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: nil, createdMilliseconds: now.milliseconds, status: .approved,
+            answeredMilliseconds: now.milliseconds, grantedMinutes: minutes, answeredBy: selfService, notified: true)
     }
 
     /// The self-service extensions of `user` made at or after `since` (milliseconds), oldest first.
@@ -146,10 +146,10 @@ public enum RequestTable {
     }
 
     /// Approves or denies a pending request; refuses one that is unknown or already answered.
-    /// `minutes` is what was granted (nil when denied); `now` in milliseconds.
+    /// `minutes` is what was granted (nil when denied); answered at `now`.
     @discardableResult
     public static func answer(
-        id: Int64, status: TimeRequest.Status, minutes: Int?, by answeredBy: String?, now: Int64, _ db: Database
+        id: Int64, status: TimeRequest.Status, minutes: Int?, by answeredBy: String?, now: Instant, _ db: Database
     ) throws -> TimeRequest {
         precondition(status != .pending, "an answer approves or denies")
         guard let existing = try find(id: id, db) else { throw RequestError.unknown(id: id) }
@@ -159,7 +159,7 @@ public enum RequestTable {
                 UPDATE requests SET status = ?, answered_ms = ?, granted_minutes = ?, answered_by = ?, notified = 0
                 WHERE id = ? AND status = 'pending'
                 """,
-            arguments: [status.rawValue, now, status == .approved ? minutes : nil, answeredBy, id])
+            arguments: [status.rawValue, now.milliseconds, status == .approved ? minutes : nil, answeredBy, id])
         guard db.changesCount == 1 else { throw RequestError.alreadyAnswered(id: id, status: existing.status) }
         return try find(id: id, db) ?? existing
     }

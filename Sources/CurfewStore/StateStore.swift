@@ -241,7 +241,7 @@ extension StateStore {
     /// or that fails the check is moved aside (with its -wal and -shm) to `<path>.corrupt-<unix time>`
     /// and a fresh database is created: policy comes back from the shared directory, and the caller
     /// records what happened as an event.
-    public static func openChecked(path: String, now: Int64) throws -> (StateStore, Corruption?) {
+    public static func openChecked(path: String, now: Instant) throws -> (StateStore, Corruption?) {
         var reason: String? = nil
         if access(path, F_OK) == 0 {
             do {
@@ -254,7 +254,7 @@ extension StateStore {
             }
         }
         guard let reason else { return (try StateStore(path: path, concurrentReaders: true), nil) }
-        let aside = "\(path).corrupt-\(now)"
+        let aside = "\(path).corrupt-\(now.seconds)"
         for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
             if case .failure(let error) = valueOrErrno({ rename(path + suffix, aside + suffix) }) {
                 throw StoreError(message: "cannot move the damaged database \(path + suffix) aside: \(error)")

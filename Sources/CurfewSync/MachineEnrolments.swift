@@ -97,7 +97,7 @@ extension SharedDirectory {
     /// (and has not revoked) and the computer is not already enrolled with its current key by a key
     /// trusted here. Returns the key id that signed, or nil when nothing was written.
     @discardableResult
-    public func enrolWithOwnParentKey(_ machine: MachineIdentity, now: Int64) throws -> String? {
+    public func enrolWithOwnParentKey(_ machine: MachineIdentity, now: Instant) throws -> String? {
         guard let trust, Files.exists(trust.signingKeyPath) else { return nil }
         let parent = try trust.loadSigningKey()
         let trusted = try trust.trustedKeys()
@@ -106,7 +106,7 @@ extension SharedDirectory {
         if case .success(let (_, key))? = enrolment(of: machine.id, trusted: trusted, revoked: revoked), key == machine.key.publicKey {
             return nil
         }
-        try publish(MachineEnrolment(machine.announcement, author: parent.id, time: now), signedBy: parent)
+        try publish(MachineEnrolment(machine.announcement, author: parent.id, time: now.seconds), signedBy: parent)
         return parent.id
     }
 

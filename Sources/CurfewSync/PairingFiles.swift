@@ -58,10 +58,10 @@ extension SharedDirectory {
     }
 
     /// The offers whose HMAC verifies with `code` and that have not expired at `now`.
-    public func pairingOffers(code: String, now: Int64) -> [(PairingMessage, PublicKey)] {
+    public func pairingOffers(code: String, now: Instant) -> [(PairingMessage, PublicKey)] {
         let names = ((try? Files.list(pairingPath)) ?? []).filter { $0.hasPrefix("offer-") && $0.hasSuffix(".json") }.sorted()
         return names.prefix(1000).compactMap { verifiedPairing(name: $0, kind: .offer, code: code, offerKey: nil) }
-            .filter { $0.0.expires >= now }
+            .filter { $0.0.expires >= now.seconds }
     }
 
     /// The answer to the offer `nonce` of key `offerKey`, when one proves knowledge of `code`.

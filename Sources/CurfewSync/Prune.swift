@@ -24,11 +24,11 @@ public struct PrunePlan: Sendable, Equatable {
 }
 
 extension SharedDirectory {
-    public func prunePlan(trusted: [String: PublicKey], now: Int64, minimumAge: Int64 = PrunePlan.minimumAge) -> PrunePlan {
+    public func prunePlan(trusted: [String: PublicKey], now: Instant, minimumAge: Int64 = PrunePlan.minimumAge) -> PrunePlan {
         var items: [PrunePlan.Item] = []
         func isOld(_ path: String) -> Bool {
             guard let (identity, _) = try? Files.identity(path) else { return false }
-            return now - identity.mtimeNanoseconds / 1_000_000_000 >= minimumAge
+            return now.seconds - identity.mtimeNanoseconds / 1_000_000_000 >= minimumAge
         }
         let recordNames = (try? Files.list(recordsPath)) ?? []
         let records = Set(recordNames.filter(SharedDirectory.isRecordName))

@@ -55,7 +55,7 @@ public struct SharedDirectory: Sendable {
     /// extra time: the one path by which `curfew grant`, `curfew approve` and the agent's
     /// `approve-pin` give time. Returns the record's id.
     public func publishGrant(
-        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Int64,
+        user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Instant,
         lift: GrantLift = GrantLift(), keyRing: KeyRing
     ) throws -> String {
         let key = try keyRing.loadSigningKey()
@@ -63,7 +63,7 @@ public struct SharedDirectory: Sendable {
         let nonce = hexString((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
         let grant = GrantRecord(
             user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, author: key.id,
-            time: now, nonce: nonce, requestId: requestId, lift: lift)
+            time: now.seconds, nonce: nonce, requestId: requestId, lift: lift)
         return try publish(grant, signedBy: key)
     }
 
@@ -121,12 +121,12 @@ public struct RecordScan: Sendable {
     /// files whose identity has not changed. Only records signed by a key in `trusted` count, and of
     /// a key in `revoked` only the records its revocation lists.
     ///
-    /// With `now` (seconds since the epoch; the agent passes it), a file whose bytes do not match
+    /// With `now` (the agent passes it), a file whose bytes do not match
     /// its name or do not parse as JSON and whose mtime is within `incompleteGraceSeconds` of `now`
     /// is `incomplete` instead of ignored, and its verdict is not indexed.
     public static func scan(
         _ shared: SharedDirectory, trusted: [String: PublicKey], index: [String: IndexedRecord],
-        revoked: [String: KeyRevocation] = [:], now: Int64? = nil
+        revoked: [String: KeyRevocation] = [:], now: Instant? = nil
     ) throws(FileError) -> RecordScan {
         let names: [String]
         do {
@@ -143,7 +143,7 @@ public struct RecordScan: Sendable {
             guard let (identity, isRegular) = try? Files.identity(path) else { continue }
             let verdict: IndexedRecord.Verdict
             var claimedUser: String? = nil
-            let young = now.map { abs($0 - identity.mtimeNanoseconds / 1_000_000_000) < incompleteGraceSeconds } ?? false
+            let young = now.map { abs($0.seconds - identity.mtimeNanoseconds / 1_000_000_000) < incompleteGraceSeconds } ?? false
             if let known = index[name], known.identity == identity {
                 // The CLI indexes without `now`; a young file it found broken may still be arriving.
                 if young, case .invalid(_, .mayBeIncomplete) = known.verdict {

@@ -115,7 +115,7 @@ func runPolicyCoreBenchmarks(root: String) throws {
         let decideStart = clock.now
         for index in 0..<decisions {
             let now = yearStart + Int64(index) * step
-            let decision = schedule.decide(now: now, usedSeconds: Int64(index % 1440) * 5)
+            let decision = schedule.decide(now: Instant(seconds: now), usedSeconds: Int64(index % 1440) * 5)
             if decision.state == .allowed { allowed += 1 }
         }
         let decideTime = milliseconds(clock.now - decideStart)
@@ -163,7 +163,7 @@ func runPolicyCoreBenchmarks(root: String) throws {
             let usage = ScheduleUsage(
                 daySeconds: used, weekSeconds: used + Int64(index / 288 % 7) * 9000, continuousSeconds: Int64(index % 12) * 300,
                 pauseSeconds: index % 5 == 0 ? 300 : 0)
-            states[schedule.decide(now: now, usage: usage).state, default: 0] += 1
+            states[schedule.decide(now: Instant(seconds: now), usage: usage).state, default: 0] += 1
         }
         let decideTime = milliseconds(clock.now - decideStart)
         let counts = UseState.allCases.map { "\(states[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")

@@ -13,7 +13,7 @@ import Testing
     @Test func refusalsInALoopAreRefusedEveryTimeAndRecordedWithinABudget() throws {
         let (agent, root) = try makeTestAgent(user: "nobody", prefix: "curfew-logins", adjust: { $0.dailyLimit = .minutes(0) })
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = Instant(seconds: Int64(Date().timeIntervalSince1970))
         let verdicts = (0..<500).map { _ in agent.checkLogin(user: "nobody", service: "su", now: now) }
         #expect(verdicts.allSatisfy { !$0.allowed })
         let refused = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }.filter { $0.kind == .loginRefused }

@@ -32,7 +32,7 @@ import Testing
         let (agent, root, today) = try agent()
         defer { try? FileManager.default.removeItem(atPath: root) }
         #expect(agent.state.adjustments == ["nobody": [today: DayAdjustment(extraMinutes: 45)]])
-        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        let status = agent.status(of: "nobody", now: Instant(seconds: Int64(Date().timeIntervalSince1970)))
         #expect(status?.decision.limitMinutes == 165)
         #expect(status?.adjustment == DayAdjustment(extraMinutes: 45))
         try agent.reloadPolicies()
@@ -99,13 +99,13 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
             }
         }
         for _ in 0..<5 { #expect(answer(agent, ask, uid: 65534)["ok"] == .bool(true)) }
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
             }
         }
         let eleventh = answer(agent, ask, uid: 65534)
@@ -186,7 +186,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: root) }
         #expect(agent.state.adjustments["nobody"]?[today]?.appExtraMinutes == ["minecraft": 30])
         #expect(agent.state.takeBreaksEnded() == ["nobody"])
-        let status = agent.status(of: "nobody", now: Int64(Date().timeIntervalSince1970))
+        let status = agent.status(of: "nobody", now: Instant(seconds: Int64(Date().timeIntervalSince1970)))
         #expect(status?.rules.first?.limitMinutes == 90 && status?.rules.first?.extraMinutes == 30)
         let messages = agent.state.takeMessages().filter { $0.user == "nobody" }.map(\.body).sorted()
         #expect(messages == ["a parent ended your break", "a parent gave you 30m more of minecraft today"], "\(messages)")

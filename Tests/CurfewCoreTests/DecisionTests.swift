@@ -202,19 +202,19 @@ struct DecisionTests {
 
     @Test("decide", arguments: cases)
     func decide(_ test: DecisionCase) {
-        let decision = test.schedule.decide(now: utc(test.now), usedSeconds: test.used)
+        let decision = test.schedule.decide(now: utcInstant(test.now), usedSeconds: test.used)
         #expect(decision == test.expected)
     }
 
     @Test("reasons in words for the child")
     func reasons() {
         let berlin = schedule("Europe/Berlin", limit: .minutes(90), weekdayLimits: [.sat: .minutes(0)])
-        #expect(berlin.decide(now: utc("2026-06-05T08:00Z"), usedSeconds: 0).reason == nil)
-        #expect(berlin.decide(now: utc("2026-06-05T21:00Z"), usedSeconds: 0).reason == "it is bedtime")
-        #expect(berlin.decide(now: utc("2026-06-05T08:00Z"), usedSeconds: 5400).reason == "today's limit of 1h30m is used up")
-        #expect(berlin.decide(now: utc("2026-06-06T08:00Z"), usedSeconds: 0).reason == "no screen time is allowed today")
+        #expect(berlin.decide(now: utcInstant("2026-06-05T08:00Z"), usedSeconds: 0).reason == nil)
+        #expect(berlin.decide(now: utcInstant("2026-06-05T21:00Z"), usedSeconds: 0).reason == "it is bedtime")
+        #expect(berlin.decide(now: utcInstant("2026-06-05T08:00Z"), usedSeconds: 5400).reason == "today's limit of 1h30m is used up")
+        #expect(berlin.decide(now: utcInstant("2026-06-06T08:00Z"), usedSeconds: 0).reason == "no screen time is allowed today")
         let twoHours = schedule("Europe/Berlin", limit: .minutes(120))
-        #expect(twoHours.decide(now: utc("2026-06-05T08:00Z"), usedSeconds: 7200).reason == "today's limit of 2h is used up")
+        #expect(twoHours.decide(now: utcInstant("2026-06-05T08:00Z"), usedSeconds: 7200).reason == "today's limit of 2h is used up")
     }
 
     @Test("the answer agrees with state(at:) and periods(on:) over a whole week, every 5 minutes")
@@ -230,7 +230,7 @@ struct DecisionTests {
                 }
             var now = start
             while now < start + 14 * 86_400 {
-                let decision = schedule.decide(now: now, usedSeconds: 1800)
+                let decision = schedule.decide(now: Instant(seconds: now), usedSeconds: 1800)
                 #expect(decision.state == schedule.state(at: now, usedSeconds: 1800))
                 let inBedtime = schedule.periods(on: decision.date).contains {
                     $0.state == .bedtime && $0.start <= now && now < $0.end

@@ -31,7 +31,7 @@ struct EnforcementCase: Sendable, CustomTestStringConvertible {
             timezone: "UTC")
         let schedule = Schedule(policy: policy, zone: zoneRules("UTC"), adjustments: [localDate("2026-06-05"): grant])
         return Enforcement.plan(
-            schedule: schedule, now: utc(now), usage: DayUsage(screenSeconds: screen, appSeconds: appSeconds),
+            schedule: schedule, now: utcInstant(now), usage: DayUsage(screenSeconds: screen, appSeconds: appSeconds),
             running: running, tracked: tracked ?? running)
     }
 }
@@ -167,18 +167,18 @@ struct EnforcementTests {
             downtime: [DowntimeWindow(name: "school", start: ClockTime(hour: 8, minute: 0), end: ClockTime(hour: 12, minute: 0), days: Weekday.allCases)])
         func plan(_ now: String, screen: Int64 = 0, running: Set<String> = ["firefox", "steam"]) -> EnforcementPlan {
             Enforcement.plan(
-                schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utc(now),
+                schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utcInstant(now),
                 usage: DayUsage(screenSeconds: screen), running: running, tracked: running)
         }
         let bedtime = plan("2026-06-05T22:00Z")
         #expect(bedtime.decision.state == .bedtime && bedtime.lockout == .network && bedtime.networkOff)
         #expect(bedtime.sessionAction == SessionAction.none)
         #expect(bedtime.stopApps == ["steam": .blocked], "a blocked app is still stopped; the rest goes on offline")
-        #expect(bedtime.networkOffMessage(now: utc("2026-06-05T22:00Z"), zone: zoneRules("UTC")) == "it is bedtime: the internet is off until tomorrow at 07:00")
+        #expect(bedtime.networkOffMessage(now: utcInstant("2026-06-05T22:00Z"), zone: zoneRules("UTC")) == "it is bedtime: the internet is off until tomorrow at 07:00")
         let downtime = plan("2026-06-05T09:30Z")
         #expect(downtime.decision.state == .downtime && downtime.networkOff && downtime.sessionAction == SessionAction.none)
         #expect(
-            downtime.networkOffMessage(now: utc("2026-06-05T09:30Z"), zone: zoneRules("UTC"))
+            downtime.networkOffMessage(now: utcInstant("2026-06-05T09:30Z"), zone: zoneRules("UTC"))
                 == "downtime: school until 12:00: the internet is off until 12:00")
         let limit = plan("2026-06-05T15:00Z", screen: 7200)
         #expect(limit.decision.state == .limitReached && limit.lockout == .logout && !limit.networkOff)
@@ -187,9 +187,9 @@ struct EnforcementTests {
         #expect(allowed.lockout == nil && !allowed.networkOff && allowed.sessionAction == SessionAction.none)
 
         let schedule = { Schedule(policy: policy, zone: zoneRules("UTC")) }
-        let atBedtime = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 0, now: utc("2026-06-05T22:00Z"))
+        let atBedtime = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 0, now: utcInstant("2026-06-05T22:00Z"))
         #expect(atBedtime == LoginVerdict(allowed: true, message: "kid may log in (the internet is off: it is bedtime)"))
-        let atLimit = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 7200, now: utc("2026-06-05T15:00Z"))
+        let atLimit = LoginVerdict.decide(user: "kid", schedule: schedule(), usedSeconds: 7200, now: utcInstant("2026-06-05T15:00Z"))
         #expect(!atLimit.allowed)
 
         // The other way round: network at the limit, logout at bedtime.
@@ -206,10 +206,10 @@ struct EnforcementTests {
         // A lockout that lasts past a day names the day.
         policy = Policy(user: "kid", dailyLimit: .unlimited, bedtime: nil, lockout: .network, timezone: "UTC", weeklyLimitMinutes: 60)
         let week = Enforcement.plan(
-            schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utc("2026-06-05T12:00Z"),
+            schedule: Schedule(policy: policy, zone: zoneRules("UTC")), now: utcInstant("2026-06-05T12:00Z"),
             usage: DayUsage(screenSeconds: 0, weekSeconds: 3600), running: [], tracked: [])
         #expect(week.networkOff)
-        #expect(week.networkOffMessage(now: utc("2026-06-05T12:00Z"), zone: zoneRules("UTC")).hasPrefix("this week's limit of 1h is used up: the internet is off until Monday at 00:00"))
+        #expect(week.networkOffMessage(now: utcInstant("2026-06-05T12:00Z"), zone: zoneRules("UTC")).hasPrefix("this week's limit of 1h is used up: the internet is off until Monday at 00:00"))
     }
 
     @Test func stopMessagesNameTheRule() {

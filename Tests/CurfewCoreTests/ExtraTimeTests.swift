@@ -72,7 +72,7 @@ struct UseBlockTests {
 
     @Test(arguments: cases)
     func table(_ test: BlockCase) {
-        let block = ExtraTime.block(schedule: extraTimeSchedule(), now: utc(test.time), usage: test.usage, app: test.app)
+        let block = ExtraTime.block(schedule: extraTimeSchedule(), now: utcInstant(test.time), usage: test.usage, app: test.app)
         #expect(block == test.expected)
     }
 
@@ -83,8 +83,8 @@ struct UseBlockTests {
         while instant < utc("2026-11-30T00:00Z") {
             for used: Int64 in [0, 2700, 7200] {
                 let usage = DayUsage(screenSeconds: used, weekSeconds: used, continuousSeconds: used == 2700 ? 2700 : 0)
-                let plan = Enforcement.plan(schedule: schedule, now: instant, usage: usage, running: [], tracked: [])
-                let block = ExtraTime.block(schedule: schedule, now: instant, usage: usage, app: nil)
+                let plan = Enforcement.plan(schedule: schedule, now: Instant(seconds: instant), usage: usage, running: [], tracked: [])
+                let block = ExtraTime.block(schedule: schedule, now: Instant(seconds: instant), usage: usage, app: nil)
                 let expected: UseBlock? =
                     switch plan.decision.state {
                     case .allowed: nil
@@ -190,7 +190,7 @@ struct ExtraTimePlanTests {
     @Test(arguments: cases)
     func table(_ test: LiftCase) throws {
         let plan = try ExtraTime.plan(
-            for: test.block, app: test.app, minutes: test.minutes, user: "kid", schedule: extraTimeSchedule(), now: utc(test.time))
+            for: test.block, app: test.app, minutes: test.minutes, user: "kid", schedule: extraTimeSchedule(), now: utcInstant(test.time))
         #expect(plan.date == test.expected.date)
         #expect(plan.extraMinutes == test.expected.extraMinutes)
         #expect(plan.bedtimeDelayMinutes == test.expected.bedtimeDelayMinutes)
@@ -201,7 +201,7 @@ struct ExtraTimePlanTests {
     @Test func bedtimeAfterMidnightTooLongIsRefused() {
         // 06:00 is 9 h past 21:00: a delay of 570 min is more than a grant may move bedtime.
         #expect(throws: PolicyError("bedtime delay must be between 1 and 480 minutes, got 570")) {
-            try ExtraTime.plan(for: .bedtime, app: nil, minutes: 30, user: "kid", schedule: extraTimeSchedule(), now: utc("2026-11-26T06:00Z"))
+            try ExtraTime.plan(for: .bedtime, app: nil, minutes: 30, user: "kid", schedule: extraTimeSchedule(), now: utcInstant("2026-11-26T06:00Z"))
         }
     }
 
@@ -216,20 +216,20 @@ struct ExtraTimePlanTests {
         ]
         for (block, app, time, usage) in cases {
             let before = extraTimeSchedule()
-            #expect(ExtraTime.block(schedule: before, now: utc(time), usage: usage, app: app) == block)
-            let plan = try ExtraTime.plan(for: block, app: app, minutes: 30, user: "kid", schedule: before, now: utc(time))
+            #expect(ExtraTime.block(schedule: before, now: utcInstant(time), usage: usage, app: app) == block)
+            let plan = try ExtraTime.plan(for: block, app: app, minutes: 30, user: "kid", schedule: before, now: utcInstant(time))
             var adjustment = DayAdjustment(extraMinutes: plan.extraMinutes, bedtimeDelayMinutes: plan.bedtimeDelayMinutes)
             if let app = plan.lift.app { adjustment.appExtraMinutes[app.app] = app.minutes }
             if let window = plan.lift.downtime { adjustment.downtimeDelayMinutes[window.window] = window.delayMinutes }
             let after = extraTimeSchedule(adjustments: [plan.date: adjustment])
-            #expect(ExtraTime.block(schedule: after, now: utc(time), usage: usage, app: app) == nil, "\(String(describing: block))")
+            #expect(ExtraTime.block(schedule: after, now: utcInstant(time), usage: usage, app: app) == nil, "\(String(describing: block))")
             // 29 minutes later the child still has time; 31 minutes later the block (or another) is back.
             let later = utc(time) + 29 * 60
             var used = usage
             used.screenSeconds += 29 * 60
             used.weekSeconds = used.weekSeconds.map { $0 + 29 * 60 }
             if let app { used.appSeconds[app, default: 0] += 29 * 60 }
-            #expect(ExtraTime.block(schedule: after, now: later, usage: used, app: app) == nil, "\(String(describing: block)) later")
+            #expect(ExtraTime.block(schedule: after, now: Instant(seconds: later), usage: used, app: app) == nil, "\(String(describing: block)) later")
         }
     }
 
@@ -237,15 +237,15 @@ struct ExtraTimePlanTests {
         // No daily limit and no weekly budget: more screen time lifts nothing.
         let free = Schedule(policy: rulesPolicy(), zone: zoneRules("UTC"))
         #expect(throws: PolicyError("kid has no daily limit or weekly budget today; more screen time would lift nothing")) {
-            try ExtraTime.plan(for: nil, app: nil, minutes: 30, user: "kid", schedule: free, now: utc("2026-11-25T16:00Z"))
+            try ExtraTime.plan(for: nil, app: nil, minutes: 30, user: "kid", schedule: free, now: utcInstant("2026-11-25T16:00Z"))
         }
         // An app with no limit gains nothing from app time.
         #expect(throws: PolicyError("steam has no daily limit for kid; more time for it would lift nothing")) {
             try ExtraTime.plan(
-                for: .appLimit("steam"), app: "steam", minutes: 30, user: "kid", schedule: extraTimeSchedule(), now: utc("2026-11-25T16:00Z"))
+                for: .appLimit("steam"), app: "steam", minutes: 30, user: "kid", schedule: extraTimeSchedule(), now: utcInstant("2026-11-25T16:00Z"))
         }
         #expect(throws: PolicyError("extra time must be between 1 and 480 minutes, got 0")) {
-            try ExtraTime.plan(for: nil, app: nil, minutes: 0, user: "kid", schedule: extraTimeSchedule(), now: utc("2026-11-25T16:00Z"))
+            try ExtraTime.plan(for: nil, app: nil, minutes: 0, user: "kid", schedule: extraTimeSchedule(), now: utcInstant("2026-11-25T16:00Z"))
         }
     }
 }
@@ -260,7 +260,7 @@ struct GrantLiftTests {
         #expect(schedule.weekLimitMinutes(on: wednesday.adding(days: 4)) == 630)
         #expect(schedule.weekLimitMinutes(on: wednesday.adding(days: 5)) == 600)
         let now = utc("2026-11-25T16:00Z")
-        let decision = schedule.decide(now: now, usage: ScheduleUsage(daySeconds: 600, weekSeconds: 36_000))
+        let decision = schedule.decide(now: Instant(seconds: now), usage: ScheduleUsage(daySeconds: 600, weekSeconds: 36_000))
         #expect(decision.state == .allowed)
         #expect(decision.weekRemainingSeconds == 1800)
         #expect(decision.nextChange == Decision.Change(at: now + 1800, state: .weekLimitReached))
@@ -273,12 +273,12 @@ struct GrantLiftTests {
         #expect(schedule.appLimitMinutes("steam", on: wednesday) == nil)
         let now = utc("2026-11-25T16:00Z")
         let usage = DayUsage(screenSeconds: 3600, appSeconds: ["minecraft": 3600])
-        let plan = Enforcement.plan(schedule: schedule, now: now, usage: usage, running: ["minecraft"], tracked: ["minecraft"])
+        let plan = Enforcement.plan(schedule: schedule, now: Instant(seconds: now), usage: usage, running: ["minecraft"], tracked: ["minecraft"])
         #expect(plan.stopApps.isEmpty)
         #expect(plan.countdowns[.app("minecraft")] == 1800)
         var over = usage
         over.appSeconds["minecraft"] = 5400
-        let stopped = Enforcement.plan(schedule: schedule, now: now, usage: over, running: ["minecraft"], tracked: ["minecraft"])
+        let stopped = Enforcement.plan(schedule: schedule, now: Instant(seconds: now), usage: over, running: ["minecraft"], tracked: ["minecraft"])
         #expect(stopped.stopApps == ["minecraft": .appLimit(minutes: 90)])
     }
 
@@ -330,25 +330,25 @@ struct GrantLiftTests {
         }
         let bedtime = summary(delay: 40)
         #expect(
-            ExtraTime.childMessage(bedtime, schedule: extraTimeSchedule(adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 40)]), now: now)
+            ExtraTime.childMessage(bedtime, schedule: extraTimeSchedule(adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 40)]), now: Instant(seconds: now))
                 == "a parent moved bedtime: you may use the computer until 21:40")
         #expect(
-            ExtraTime.childMessage(summary(extra: 30), schedule: extraTimeSchedule(), now: now)
+            ExtraTime.childMessage(summary(extra: 30), schedule: extraTimeSchedule(), now: Instant(seconds: now))
                 == "a parent gave you 30m more screen time today")
         #expect(
-            ExtraTime.childMessage(summary(lift: GrantLift(app: .init(app: "minecraft", minutes: 30))), schedule: extraTimeSchedule(), now: now)
+            ExtraTime.childMessage(summary(lift: GrantLift(app: .init(app: "minecraft", minutes: 30))), schedule: extraTimeSchedule(), now: Instant(seconds: now))
                 == "a parent gave you 30m more of minecraft today")
         let school = summary(lift: GrantLift(downtime: .init(window: "school", delayMinutes: 150)))
         #expect(
             ExtraTime.childMessage(
                 school, schedule: extraTimeSchedule(adjustments: [wednesday: DayAdjustment(downtimeDelayMinutes: ["school": 150])]),
-                now: utc("2026-11-25T10:00Z"))
+                now: utcInstant("2026-11-25T10:00Z"))
                 == "a parent moved downtime school: you may use the computer until 10:30")
         #expect(
-            ExtraTime.childMessage(summary(lift: GrantLift(endsBreak: true)), schedule: extraTimeSchedule(), now: now)
+            ExtraTime.childMessage(summary(lift: GrantLift(endsBreak: true)), schedule: extraTimeSchedule(), now: Instant(seconds: now))
                 == "a parent ended your break")
         // Another day's grant is not news now.
-        #expect(ExtraTime.childMessage(summary(extra: 30, date: wednesday.adding(days: 3)), schedule: extraTimeSchedule(), now: now) == nil)
+        #expect(ExtraTime.childMessage(summary(extra: 30, date: wednesday.adding(days: 3)), schedule: extraTimeSchedule(), now: Instant(seconds: now)) == nil)
     }
 }
 
@@ -457,30 +457,30 @@ struct AdjustmentInForceTests {
     let thursday = wednesday.adding(days: 1)
 
     @Test func lastNightsDelaysPastMidnightHoldUntilTheirWindowsEnd() {
-        let onWednesday = schedule.adjustmentInForce(on: wednesday, now: utc("2026-11-25T22:00Z"))
+        let onWednesday = schedule.adjustmentInForce(on: wednesday, now: utcInstant("2026-11-25T22:00Z"))
         #expect(onWednesday == schedule.adjustments[wednesday], "the day's own grants, as they are")
         // After midnight: both windows began last night and still run; the extra time was Wednesday's.
-        let early = schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z"))
+        let early = schedule.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z"))
         #expect(early == DayAdjustment(bedtimeDelayMinutes: 240, downtimeDelayMinutes: ["gaming": 60]))
         // `gaming` ended at 01:00; bedtime lasts until 07:00.
-        let later = schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T01:00Z"))
+        let later = schedule.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T01:00Z"))
         #expect(later == DayAdjustment(bedtimeDelayMinutes: 240))
-        #expect(schedule.adjustmentInForce(on: thursday, now: utc("2026-11-26T07:00Z")).isEmpty)
+        #expect(schedule.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T07:00Z")).isEmpty)
     }
 
     @Test func theDaysOwnGrantWinsAndADelayThatEndsBeforeMidnightIsNotCarried() {
         var adjustments = schedule.adjustments
         adjustments[thursday] = DayAdjustment(bedtimeDelayMinutes: 15)
         let both = Schedule(policy: schedule.policy, zone: schedule.zone, adjustments: adjustments)
-        #expect(both.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).bedtimeDelayMinutes == 15)
+        #expect(both.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z")).bedtimeDelayMinutes == 15)
         let daytime = Schedule(
             policy: rulesPolicy(bedtime: "13:00-15:00"), zone: zoneRules("UTC"),
             adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 60)])
-        #expect(daytime.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).isEmpty)
+        #expect(daytime.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z")).isEmpty)
         // A bedtime moved from 21:00 to 22:00 is over the night's start by midnight: Thursday does not
         // have it, at any time.
         let hourLater = Schedule(
             policy: schedule.policy, zone: schedule.zone, adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 60)])
-        #expect(hourLater.adjustmentInForce(on: thursday, now: utc("2026-11-26T00:10Z")).isEmpty)
+        #expect(hourLater.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z")).isEmpty)
     }
 }

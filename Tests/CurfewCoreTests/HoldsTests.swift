@@ -40,7 +40,7 @@ struct HoldsTests {
             bedtimeLockout: bedtimeLockout, timezone: "UTC")
         let schedule = Schedule(policy: policy, zone: zoneRules("UTC"), adjustments: [:])
         return Enforcement.plan(
-            schedule: schedule, now: utc(now), usage: DayUsage(screenSeconds: screen), running: ["firefox"], tracked: ["firefox"])
+            schedule: schedule, now: utcInstant(now), usage: DayUsage(screenSeconds: screen), running: ["firefox"], tracked: ["firefox"])
     }
 
     @Test func theBeltIsTheTimeLeftUnderLogoutAndLockAndNoneOtherwise() {

@@ -22,11 +22,12 @@ import Testing
     }
 
     @Test func fiveTriesInFifteenMinutesThenWaitForTheOldest() throws {
-        let now: Int64 = 1_800_000_000
+        let now = Instant(seconds: 1_800_000_000)
+        func ago(_ seconds: Int64) -> Instant { now - .seconds(seconds) }
         try PINRules.checkRoom(triesInWindow: [], now: now)
-        try PINRules.checkRoom(triesInWindow: [now - 800, now - 600, now - 10, now - 5], now: now)
+        try PINRules.checkRoom(triesInWindow: [ago(800), ago(600), ago(10), ago(5)], now: now)
         #expect(throws: PolicyError("too many PIN tries: 5 in the last 15 minutes; try again in 2 min")) {
-            try PINRules.checkRoom(triesInWindow: [now - 10, now - 800, now - 600, now - 5, now - 1], now: now)
+            try PINRules.checkRoom(triesInWindow: [ago(10), ago(800), ago(600), ago(5), ago(1)], now: now)
         }
         #expect(throws: PolicyError("too many PIN tries: 5 in the last 15 minutes; try again in 15 min")) {
             try PINRules.checkRoom(triesInWindow: [now, now, now, now, now], now: now)

@@ -129,24 +129,24 @@ struct DowntimeTests {
 
     @Test("decide names the window, when it ends and when use is allowed again")
     func decide() {
-        let school = Self.family.decide(now: utc("2026-03-10T10:00Z"), usedSeconds: 0)
+        let school = Self.family.decide(now: utcInstant("2026-03-10T10:00Z"), usedSeconds: 0)
         #expect(school.state == .downtime)
         #expect(school.reason == "downtime: school until 15:00")
         #expect(school.nextChange == Decision.Change(at: utc("2026-03-10T14:00Z"), state: .allowed))
         #expect(school.allowedAgainAt == utc("2026-03-10T14:00Z"))
         #expect(school.remainingSeconds == 0)
 
-        let afternoon = Self.family.decide(now: utc("2026-03-10T15:00Z"), usedSeconds: 0)
+        let afternoon = Self.family.decide(now: utcInstant("2026-03-10T15:00Z"), usedSeconds: 0)
         #expect(afternoon.state == .allowed)
         #expect(afternoon.nextChange == Decision.Change(at: utc("2026-03-10T19:00Z"), state: .downtime, window: "evening"))
         #expect(afternoon.remainingSeconds == Int64(4 * 3600))
 
         // From the evening window into bedtime and the next morning's `early` window.
-        let evening = Self.family.decide(now: utc("2026-03-10T19:30Z"), usedSeconds: 0)
+        let evening = Self.family.decide(now: utcInstant("2026-03-10T19:30Z"), usedSeconds: 0)
         #expect(evening.reason == "downtime: evening until 22:00")
         #expect(evening.nextChange == Decision.Change(at: utc("2026-03-10T20:00Z"), state: .bedtime))
         #expect(evening.allowedAgainAt == utc("2026-03-11T06:30Z"))
-        #expect(LoginVerdict.decide(user: "kid", schedule: Self.family, usedSeconds: 0, now: utc("2026-03-10T10:00Z")).message
+        #expect(LoginVerdict.decide(user: "kid", schedule: Self.family, usedSeconds: 0, now: utcInstant("2026-03-10T10:00Z")).message
             == "Curfew: kid may not log in now: downtime: school until 15:00. You may log in again at 15:00.")
     }
 
@@ -157,12 +157,12 @@ struct DowntimeTests {
         policy.apps = [AppRule(app: "calculator", rule: .allow)]
         let schedule = Schedule(policy: policy, zone: Self.family.zone)
         let during = Enforcement.plan(
-            schedule: schedule, now: utc("2026-03-10T10:00Z"), usage: DayUsage(screenSeconds: 0),
+            schedule: schedule, now: utcInstant("2026-03-10T10:00Z"), usage: DayUsage(screenSeconds: 0),
             running: ["minecraft", "calculator"], tracked: ["minecraft", "calculator"])
         #expect(during.stopApps == ["minecraft": .lockout(.downtime)])
         #expect(StopReason.lockout(.downtime).message(app: "minecraft") == "minecraft was stopped: it is downtime")
         let before = Enforcement.plan(
-            schedule: schedule, now: utc("2026-03-10T18:50Z"), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
+            schedule: schedule, now: utcInstant("2026-03-10T18:50Z"), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
         #expect(before.countdowns == [.downtime("evening"): 600])
         #expect(Warning(subject: .downtime("evening"), thresholdSeconds: 900, remainingSeconds: 600).message
             == "downtime evening starts in 10 minutes")
@@ -192,34 +192,34 @@ struct WeeklyBudgetTests {
 
     @Test("the week's budget runs out, and comes back on Monday, across a DST change")
     func acrossDST() {
-        let almost = Self.schedule.decide(now: utc("2026-03-29T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 600 * 60 - 1800))
+        let almost = Self.schedule.decide(now: utcInstant("2026-03-29T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 600 * 60 - 1800))
         #expect(almost.state == .allowed)
         #expect(almost.remainingSeconds == 1800)
         #expect(almost.weekRemainingSeconds == 1800)
         #expect(almost.nextChange == Decision.Change(at: utc("2026-03-29T12:30Z"), state: .weekLimitReached))
         #expect(almost.allowedAgainAt == utc("2026-03-29T12:00Z"))
 
-        let spent = Self.schedule.decide(now: utc("2026-03-29T12:30Z"), usage: ScheduleUsage(daySeconds: 1800, weekSeconds: 600 * 60))
+        let spent = Self.schedule.decide(now: utcInstant("2026-03-29T12:30Z"), usage: ScheduleUsage(daySeconds: 1800, weekSeconds: 600 * 60))
         #expect(spent.state == .weekLimitReached)
         #expect(spent.reason == "this week's limit of 10h is used up")
         #expect(spent.nextChange == Decision.Change(at: utc("2026-03-29T22:00Z"), state: .allowed))
         #expect(spent.allowedAgainAt == utc("2026-03-29T22:00Z"))
 
         // A new day that is not Monday does not bring the week back.
-        let saturday = Self.schedule.decide(now: utc("2026-03-28T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 600 * 60))
+        let saturday = Self.schedule.decide(now: utcInstant("2026-03-28T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 600 * 60))
         #expect(saturday.allowedAgainAt == utc("2026-03-29T22:00Z"))
     }
 
     @Test("the day's limit and the week's: whichever runs out first blocks")
     func both() {
         let schedule = Schedule(policy: rulesPolicy(limit: .minutes(120), weekly: 600), zone: zoneRules("UTC"))
-        let dayFirst = schedule.decide(now: utc("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 6600, weekSeconds: 3600))
+        let dayFirst = schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 6600, weekSeconds: 3600))
         #expect(dayFirst.nextChange == Decision.Change(at: utc("2026-03-10T12:10Z"), state: .limitReached))
-        let weekFirst = schedule.decide(now: utc("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 35_700))
+        let weekFirst = schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 35_700))
         #expect(weekFirst.nextChange == Decision.Change(at: utc("2026-03-10T12:05Z"), state: .weekLimitReached))
         #expect(weekFirst.remainingSeconds == 300)
         // Without the week's figure, today's is all that is known of the week.
-        #expect(schedule.decide(now: utc("2026-03-10T12:00Z"), usedSeconds: 0).weekRemainingSeconds == 36_000)
+        #expect(schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usedSeconds: 0).weekRemainingSeconds == 36_000)
     }
 }
 
@@ -251,7 +251,7 @@ struct BreakTests {
     @Test("after the stretch, a break of its length", arguments: cases)
     func table(_ test: Case) {
         let decision = Self.schedule.decide(
-            now: utc(test.now), usage: ScheduleUsage(daySeconds: 0, continuousSeconds: test.continuous, pauseSeconds: test.pause))
+            now: utcInstant(test.now), usage: ScheduleUsage(daySeconds: 0, continuousSeconds: test.continuous, pauseSeconds: test.pause))
         #expect(decision.state == test.state)
         #expect(decision.nextChange == Decision.Change(at: utc(test.next.0), state: test.next.1))
         #expect(decision.allowedAgainAt == utc(test.allowedAgain))
@@ -259,7 +259,7 @@ struct BreakTests {
 
     @Test("the reason says how long and until when; the day's limit at midnight does not end the stretch")
     func reasons() {
-        let due = Self.schedule.decide(now: utc("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 0, continuousSeconds: 2700))
+        let due = Self.schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 0, continuousSeconds: 2700))
         #expect(due.reason == "time for a 10m break until 12:10")
         #expect(StopReason.lockout(.breakTime).message(app: "steam") == "steam was stopped: it is time for a break")
         var policy = Self.schedule.policy
@@ -267,10 +267,10 @@ struct BreakTests {
         let limited = Schedule(policy: policy, zone: Self.schedule.zone)
         // 10 minutes left today run out exactly at midnight, when a new day's hour begins: no change
         // then; the break comes 45 minutes into the stretch, at 00:05.
-        let decision = limited.decide(now: utc("2026-03-10T23:50Z"), usage: ScheduleUsage(daySeconds: 3000, continuousSeconds: 1800))
+        let decision = limited.decide(now: utcInstant("2026-03-10T23:50Z"), usage: ScheduleUsage(daySeconds: 3000, continuousSeconds: 1800))
         #expect(decision.nextChange == Decision.Change(at: utc("2026-03-11T00:05Z"), state: .breakTime))
         let plan = Enforcement.plan(
-            schedule: Self.schedule, now: utc("2026-03-10T12:40Z"), usage: DayUsage(screenSeconds: 0, continuousSeconds: 2400),
+            schedule: Self.schedule, now: utcInstant("2026-03-10T12:40Z"), usage: DayUsage(screenSeconds: 0, continuousSeconds: 2400),
             running: [], tracked: [])
         #expect(plan.countdowns == [.breakTime: 300])
     }
@@ -305,7 +305,7 @@ struct ExceptionTests {
                 ]))
         #expect(Self.schedule.limitMinutes(on: localDate("2026-03-29")) == nil)
         #expect(Self.schedule.limitMinutes(on: localDate("2026-03-30")) == 120)
-        let sunday = Self.schedule.decide(now: utc("2026-03-29T12:00Z"), usedSeconds: 5 * 3600)
+        let sunday = Self.schedule.decide(now: utcInstant("2026-03-29T12:00Z"), usedSeconds: 5 * 3600)
         #expect(sunday.state == .allowed)
         #expect(sunday.exception == "2026-03-27..2026-03-29")
         // Monday's limit of 2h is the next thing that blocks: at 02:00 on Monday with use all night.
@@ -547,14 +547,14 @@ struct MonitorOnlyTests {
         #expect(try Policy.decode(policy.json).lockout == Lockout.none)
         let schedule = Schedule(policy: policy, zone: DowntimeTests.family.zone)
         let during = Enforcement.plan(
-            schedule: schedule, now: utc("2026-03-10T10:00Z"), usage: DayUsage(screenSeconds: 0), running: ["steam", "minecraft"],
+            schedule: schedule, now: utcInstant("2026-03-10T10:00Z"), usage: DayUsage(screenSeconds: 0), running: ["steam", "minecraft"],
             tracked: ["steam", "minecraft"])
         #expect(during.blocked && during.decision.reason == "downtime: school until 15:00")
         #expect(during.sessionAction == .none && during.stopApps.isEmpty)
         let before = Enforcement.plan(
-            schedule: schedule, now: utc("2026-03-10T18:50Z"), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
+            schedule: schedule, now: utcInstant("2026-03-10T18:50Z"), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
         #expect(before.countdowns == [.downtime("evening"): 600])
-        let login = LoginVerdict.decide(user: "kid", schedule: schedule, usedSeconds: 0, now: utc("2026-03-10T10:00Z"))
+        let login = LoginVerdict.decide(user: "kid", schedule: schedule, usedSeconds: 0, now: utcInstant("2026-03-10T10:00Z"))
         #expect(login == LoginVerdict(allowed: true, message: "kid may log in (monitor only: downtime: school until 15:00)"))
     }
 }

@@ -19,6 +19,9 @@ func utc(_ text: String) -> Int64 {
     return Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
 }
 
+/// `utc(text)` as an instant.
+func utcInstant(_ text: String) -> Instant { Instant(seconds: utc(text)) }
+
 func localDate(_ text: String) -> LocalDate { try! LocalDate.parse(text) }
 
 func clock(_ text: String) -> ClockTime { try! ClockTime.parse(text) }

@@ -16,13 +16,13 @@ import Testing
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try StateStore(path: "\(directory)/curfew.db")
-        let first = try store.write { try RequestTable.add(user: "kid", minutes: 30, reason: "homework", now: 1_000, $0) }
-        let second = try store.write { try RequestTable.add(user: "sis", minutes: 15, reason: nil, now: 2_000, $0) }
+        let first = try store.write { try RequestTable.add(user: "kid", minutes: 30, reason: "homework", now: Instant(milliseconds: 1_000), $0) }
+        let second = try store.write { try RequestTable.add(user: "sis", minutes: 15, reason: nil, now: Instant(milliseconds: 2_000), $0) }
         #expect(first.id == 1 && second.id == 2)
         #expect(try store.read { try RequestTable.pending($0) } == [first, second])
         #expect(try store.read { try RequestTable.all(user: "sis", $0) } == [second])
         let approved = try store.write {
-            try RequestTable.answer(id: first.id, status: .approved, minutes: 45, by: "0123456789abcdef", now: 3_000, $0)
+            try RequestTable.answer(id: first.id, status: .approved, minutes: 45, by: "0123456789abcdef", now: Instant(milliseconds: 3_000), $0)
         }
         #expect(approved.status == .approved)
         #expect(approved.grantedMinutes == 45)
@@ -31,13 +31,13 @@ import Testing
         #expect(try store.read { try RequestTable.pending($0) } == [second])
         // An answered request cannot be answered again; an unknown one cannot be answered at all.
         #expect(throws: RequestError.alreadyAnswered(id: first.id, status: .approved)) {
-            try store.write { try RequestTable.answer(id: first.id, status: .denied, minutes: nil, by: nil, now: 4_000, $0) }
+            try store.write { try RequestTable.answer(id: first.id, status: .denied, minutes: nil, by: nil, now: Instant(milliseconds: 4_000), $0) }
         }
         #expect(throws: RequestError.unknown(id: 99)) {
-            try store.write { try RequestTable.answer(id: 99, status: .denied, minutes: nil, by: nil, now: 4_000, $0) }
+            try store.write { try RequestTable.answer(id: 99, status: .denied, minutes: nil, by: nil, now: Instant(milliseconds: 4_000), $0) }
         }
         let denied = try store.write {
-            try RequestTable.answer(id: second.id, status: .denied, minutes: 10, by: nil, now: 5_000, $0)
+            try RequestTable.answer(id: second.id, status: .denied, minutes: 10, by: nil, now: Instant(milliseconds: 5_000), $0)
         }
         #expect(denied.grantedMinutes == nil)
         #expect(try store.read { try RequestTable.unnotifiedAnswers($0) }.map(\.id) == [first.id, second.id])
@@ -46,7 +46,7 @@ import Testing
         #expect(try store.read { try RequestTable.all($0) }.map(\.notified) == [true, false])
         // The table refuses amounts outside the rules.
         #expect(throws: (any Error).self) {
-            try store.write { try RequestTable.add(user: "kid", minutes: 481, reason: nil, now: 6_000, $0) }
+            try store.write { try RequestTable.add(user: "kid", minutes: 481, reason: nil, now: Instant(milliseconds: 6_000), $0) }
         }
     }
 

@@ -51,12 +51,12 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = "\(directory)/curfew.db"
         try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
-        let (store, corruption) = try StateStore.openChecked(path: path, now: 1_790_000_000)
+        let (store, corruption) = try StateStore.openChecked(path: path, now: Instant(seconds: 1_790_000_000))
         #expect(corruption?.movedTo == "\(path).corrupt-1790000000")
         #expect(FileManager.default.fileExists(atPath: "\(path).corrupt-1790000000"))
         #expect(try store.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
         // A healthy database is kept as it is.
-        let (_, again) = try StateStore.openChecked(path: path, now: 1_790_000_001)
+        let (_, again) = try StateStore.openChecked(path: path, now: Instant(seconds: 1_790_000_001))
         #expect(again == nil)
     }
 }

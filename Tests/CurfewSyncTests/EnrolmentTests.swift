@@ -103,16 +103,16 @@ import Testing
         defer { setup.cleanUp() }
         // The machine's state directory holds no parent key: nothing is written.
         let alone = SharedDirectory(path: setup.shared.path, trust: KeyRing(stateDirectory: "\(setup.root)/pc"))
-        #expect(try alone.enrolWithOwnParentKey(setup.machine, now: 1_795_000_000) == nil)
+        #expect(try alone.enrolWithOwnParentKey(setup.machine, now: Instant(seconds: 1_795_000_000)) == nil)
         #expect(!FileManager.default.fileExists(atPath: setup.file))
         // With the parent's key ring: enrolled once, not rewritten while the key is the same.
-        #expect(try setup.shared.enrolWithOwnParentKey(setup.machine, now: 1_795_000_000) == setup.parent.id)
-        #expect(try setup.shared.enrolWithOwnParentKey(setup.machine, now: 1_795_000_060) == nil)
+        #expect(try setup.shared.enrolWithOwnParentKey(setup.machine, now: Instant(seconds: 1_795_000_000)) == setup.parent.id)
+        #expect(try setup.shared.enrolWithOwnParentKey(setup.machine, now: Instant(seconds: 1_795_000_060)) == nil)
         #expect(setup.entry()?.key == setup.machine.key.publicKey)
         // A new machine key (a reinstalled computer) is enrolled again.
         let renewed = MachineIdentity(id: "kids-pc", host: "kids", key: SigningKey())
         try setup.shared.publish(renewed.announcement)
-        #expect(try setup.shared.enrolWithOwnParentKey(renewed, now: 1_795_000_120) == setup.parent.id)
+        #expect(try setup.shared.enrolWithOwnParentKey(renewed, now: Instant(seconds: 1_795_000_120)) == setup.parent.id)
         #expect(setup.entry()?.key == renewed.key.publicKey && setup.entry()?.problem == nil)
     }
 

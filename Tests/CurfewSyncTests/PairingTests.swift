@@ -42,9 +42,9 @@ import Testing
         try shared.publish(stolen, signedBy: intruder)
         // An expired genuine offer.
         try shared.publish(offer(first, code: code, nonce: SharedDirectory.newNonce(), expires: 1_794_999_999), signedBy: first)
-        let offers = shared.pairingOffers(code: code, now: 1_795_000_000)
+        let offers = shared.pairingOffers(code: code, now: Instant(seconds: 1_795_000_000))
         #expect(offers.map(\.1) == [first.publicKey] && offers.first?.0.nonce == nonce)
-        #expect(shared.pairingOffers(code: "7KQM4TXC9PRE", now: 1_795_000_000).isEmpty)
+        #expect(shared.pairingOffers(code: "7KQM4TXC9PRE", now: Instant(seconds: 1_795_000_000)).isEmpty)
 
         // The answer binds both keys: a genuine answer's MAC does not carry another key.
         let second = SigningKey()

@@ -53,7 +53,7 @@ import Testing
         age("\(shared.recordsPath)/\(tamperedYoung)", seconds: 3600)
         age("\(machine)/\(goneYoung)", seconds: 3600)
 
-        let plan = shared.prunePlan(trusted: [key.id: key.publicKey], now: now)
+        let plan = shared.prunePlan(trusted: [key.id: key.publicKey], now: Instant(seconds: now))
         #expect(
             plan.items == [
                 .init(path: leftover, reason: "a temporary file left by an interrupted write"),
@@ -64,9 +64,9 @@ import Testing
         let left = Set(try FileManager.default.contentsOfDirectory(atPath: shared.recordsPath))
         #expect(left == [valid, untrusted, tamperedYoung])
         #expect(Set(try FileManager.default.contentsOfDirectory(atPath: machine)) == [valid, untrusted, goneYoung])
-        #expect(shared.prunePlan(trusted: [key.id: key.publicKey], now: now).items.isEmpty)
+        #expect(shared.prunePlan(trusted: [key.id: key.publicKey], now: Instant(seconds: now)).items.isEmpty)
         // A day later the young ones go too; the untrusted record stays (another computer may trust it).
-        let later = shared.prunePlan(trusted: [key.id: key.publicKey], now: now + 86400).items.map(\.path)
+        let later = shared.prunePlan(trusted: [key.id: key.publicKey], now: Instant(seconds: now + 86400)).items.map(\.path)
         #expect(later == ["\(shared.recordsPath)/\(tamperedYoung)", "\(machine)/\(goneYoung)"])
     }
 }

@@ -66,6 +66,11 @@ public struct AgentClock: Sendable {
     public var wallMilliseconds: Int64 { now().wall }
     /// Whole seconds since the epoch.
     public var wallSeconds: Int64 { floorDivide(now().wall, 1000) }
+    /// Now, to the millisecond.
+    public var wallInstant: Instant { Instant(milliseconds: now().wall) }
+    /// The start of the current second: now as the parts of the agent that count in whole seconds
+    /// see it (and record it, in events and rows).
+    public var wallSecond: Instant { Instant(seconds: wallSeconds) }
 
     private static func readOffset(_ path: String) -> Int64? {
         guard let bytes = SmallFile.read(path, limit: 32) else { return nil }
