@@ -29,20 +29,8 @@ import Testing
             try curfew bedtime kid 21:00-07:00 --day s
             try curfew grant kid 1h
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["--norc", "--noprofile", "-c", driver]
-        var environment = ProcessInfo.processInfo.environment
-        environment["PATH"] = "\(CurfewRunner.binDirectory.path):/usr/bin:/bin"
-        environment["CURFEW_STATE_DIR"] = runner.stateDir
-        environment["CURFEW_CATALOG_DIRS"] = runner.catalogDirectory
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, text) = try Self.shell(runner, "/bin/bash", ["--norc", "--noprofile", "-c", driver])
+        #expect(status == 0)
         #expect(
             text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
                 "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "",
@@ -69,23 +57,10 @@ import Testing
         ]
         let driver = (["source \(scriptPath)"] + lines.map { "complete -C'\($0)' | string split -f 1 \\t | string join ' '" })
             .joined(separator: "; ")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "fish --no-config -i -c \"\(driver)\"", "/dev/null"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["PATH"] = "\(CurfewRunner.binDirectory.path):/usr/bin:/bin"
-        environment["CURFEW_STATE_DIR"] = runner.stateDir
-        environment["CURFEW_CATALOG_DIRS"] = runner.catalogDirectory
-        environment["TERM"] = "dumb"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .replacingOccurrences(of: "\r", with: "")
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, output) = try Self.shell(
+            runner, "/usr/bin/script", ["-qec", "fish --no-config -i -c \"\(driver)\"", "/dev/null"], extra: ["TERM": "dumb"])
+        let text = output.replacingOccurrences(of: "\r", with: "")
+        #expect(status == 0, "\(text)")
         #expect(
             text.split(separator: "\n").map(String.init) == [
                 "kid kiddo", "supertuxkart", "logout lock apps none network", "sat sun", "1h 1h30m", "kid kiddo",
@@ -111,14 +86,28 @@ import Testing
             "curfew limit ki", "curfew app block kid supert", "curfew lockout kid ", "curfew bedtime kid 21:00-07:00 --day s",
             "curfew grant kid 1h", "curfew status ",
         ]
+        let (status, text) = try Self.shell(
+            runner, "/usr/bin/timeout", ["120", "zsh", "-f", capture.path, functions.path] + lines, extra: ["HOME": runner.root.path])
+        #expect(status == 0, "\(text)")
+        #expect(
+            text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
+                "kid kiddo", "supertuxkart", "apps lock logout network none", "sat sun", "1h 1h30m", "kid kiddo", "",
+            ], "\(text)")
+    }
+
+    /// Runs a shell with the built `curfew` first on PATH, the runner's state directory and the
+    /// repository's catalog (and `extra`), input from /dev/null; its exit status and what it printed.
+    static func shell(
+        _ runner: CurfewRunner, _ program: String, _ arguments: [String], extra: [String: String] = [:]
+    ) throws -> (Int32, String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["120", "zsh", "-f", capture.path, functions.path] + lines
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["PATH"] = "\(CurfewRunner.binDirectory.path):/usr/bin:/bin"
         environment["CURFEW_STATE_DIR"] = runner.stateDir
         environment["CURFEW_CATALOG_DIRS"] = runner.catalogDirectory
-        environment["HOME"] = runner.root.path
+        environment.merge(extra) { $1 }
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
@@ -126,11 +115,7 @@ import Testing
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
-        #expect(
-            text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
-                "kid kiddo", "supertuxkart", "apps lock logout network none", "sat sun", "1h 1h30m", "kid kiddo", "",
-            ], "\(text)")
+        return (process.terminationStatus, text)
     }
 
     /// For each line given after the directory of completion functions: a new interactive zsh on a

@@ -114,14 +114,22 @@ struct ScheduleAgentTests {
             let fields = text.split(separator: " ").compactMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
             return fields.count == 3 ? (fields[0], fields[1]) : nil
         }
-        // Without logind the child counts while they have a process: about 4 s of stretch.
+        /// Today's screen time as the running agent counts it.
+        func counted(_ agent: AgentProcess) -> Int {
+            let text = (try? runner.run(["status", account.name, "--json", "--socket", agent.socketPath]).stdout) ?? ""
+            let report = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+            return report?["screenSeconds"] as? Int ?? 0
+        }
+        // Without logind the child counts while they have a process: at least 4 s of stretch, by the
+        // agent's own count (a loaded machine starts the agent late, so not by a fixed sleep).
         let first = try enforcement.agent(runner)
-        usleep(4_500_000)
+        try waitUntil(seconds: 30, "4 s counted") { counted(first) >= 4 }
         #expect(first.stop() == 0, "\(first.log)")
         let before = try #require(try stored(), "no break clock written\n\(first.log)")
         #expect(before.continuous >= 3_000 && before.pause == 0, "\(before)")
         let second = try enforcement.agent(runner)
-        usleep(3_500_000)
+        let restarted = counted(second)
+        try waitUntil(seconds: 30, "3 s more counted") { counted(second) >= restarted + 3 }
         #expect(second.stop() == 0, "\(second.log)")
         let after = try #require(try stored())
         // Went on: the first run's stretch plus most of the second's (a fresh clock would hold ~3 s).
