@@ -169,26 +169,30 @@ public struct Schedule: Sendable {
     /// What a parent granted that holds on `date` at `now`: that day's grants, and a delay of last
     /// night's bedtime or of a downtime window that began yesterday when it moved that window's start
     /// past midnight and the window has not ended by `now` (it is what lets the child in after
-    /// midnight, and what `status` and `schedule` should name). The day's own delay wins.
+    /// midnight, and what `status` and `schedule` should name; a window moved past its end, lifted,
+    /// too). The day's own delay wins.
     public func adjustmentInForce(on date: LocalDate, now instant: Instant) -> DayAdjustment {
         let now = instant.seconds
         var adjustment = adjustments[date] ?? DayAdjustment()
         let yesterday = date.adding(days: -1)
         guard let last = adjustments[yesterday] else { return adjustment }
         let midnight = zone.startOfDay(date)
+        /// Last night's window from `start` to `end` (past midnight), moved `delay` minutes.
+        func holds(_ start: ClockTime, _ end: ClockTime, delay: Int) -> Bool {
+            zone.instant(yesterday, start) + Int64(delay) * 60 > midnight && now < zone.instant(date, end)
+        }
         if adjustment.bedtimeDelayMinutes == 0, last.bedtimeDelayMinutes > 0, let window = bedtimeWindow(startingOn: yesterday),
-            window.crossesMidnight, zone.instant(yesterday, window.start) + Int64(last.bedtimeDelayMinutes) * 60 > midnight,
-            now < zone.instant(date, window.end)
+            window.crossesMidnight, holds(window.start, window.end, delay: last.bedtimeDelayMinutes)
         {
             adjustment.bedtimeDelayMinutes = last.bedtimeDelayMinutes
         }
-        for interval in downtimeIntervals(startingOn: yesterday) where interval.window.crossesMidnight {
-            let name = interval.window.name
-            // `interval` is already moved by yesterday's delay.
-            if adjustment.downtimeDelayMinutes[name] == nil, let delay = last.downtimeDelayMinutes[name], interval.start > midnight,
-                now < interval.end
-            {
-                adjustment.downtimeDelayMinutes[name] = delay
+        if exception(on: yesterday)?.liftsDowntime != true {
+            for window in policy.downtime where window.crossesMidnight && window.days.contains(yesterday.weekday) {
+                if adjustment.downtimeDelayMinutes[window.name] == nil, let delay = last.downtimeDelayMinutes[window.name],
+                    holds(window.start, window.end, delay: delay)
+                {
+                    adjustment.downtimeDelayMinutes[window.name] = delay
+                }
             }
         }
         return adjustment

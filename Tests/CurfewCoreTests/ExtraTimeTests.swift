@@ -482,5 +482,12 @@ struct AdjustmentInForceTests {
         let hourLater = Schedule(
             policy: schedule.policy, zone: schedule.zone, adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 60)])
         #expect(hourLater.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z")).isEmpty)
+        // Moved past their ends (lifted for the night), both are still what holds until those ends.
+        let lifted = Schedule(
+            policy: schedule.policy, zone: schedule.zone,
+            adjustments: [wednesday: DayAdjustment(bedtimeDelayMinutes: 480, downtimeDelayMinutes: ["gaming": 120])])
+        #expect(
+            lifted.adjustmentInForce(on: thursday, now: utcInstant("2026-11-26T00:10Z"))
+                == DayAdjustment(bedtimeDelayMinutes: 480, downtimeDelayMinutes: ["gaming": 120]))
     }
 }
