@@ -72,8 +72,8 @@ extension SocketProtocol {
                 (
                     try UsageTable.rows(user: user, from: from, through: to, db),
                     try EventLog.events(
-                        of: user, from: Instant(seconds: zone.startOfDay(from)).milliseconds,
-                        before: Instant(seconds: zone.startOfDay(to.adding(days: 1))).milliseconds, db)
+                        of: user, from: zone.start(of: from).milliseconds,
+                        before: zone.start(of: to.adding(days: 1)).milliseconds, db)
                 )
             }
             let saved = events.map {

@@ -12,8 +12,8 @@ extension Agent {
     /// database, into the state the schedules read.
     func loadSelfService(of user: String, policy: Policy, now: Instant) throws {
         let zone = Schedule.zone(for: policy)
-        let monday = zone.startOfDay(zone.localTime(at: now).date.weekStart)
-        let uses = try store.read { try RequestTable.selfService(user: user, since: Instant(seconds: monday).milliseconds, $0) }
+        let monday = zone.start(of: zone.localTime(at: now).date.weekStart)
+        let uses = try store.read { try RequestTable.selfService(user: user, since: monday.milliseconds, $0) }
         var minutes: [LocalDate: Int] = [:]
         for use in uses {
             minutes[zone.localTime(at: Instant(milliseconds: use.createdMilliseconds)).date, default: 0] += use.grantedMinutes ?? use.minutes
@@ -38,9 +38,9 @@ extension Agent {
         }
         let zone = Schedule.zone(for: policy)
         let today = zone.localTime(at: now).date
-        let monday = zone.startOfDay(today.weekStart)
+        let monday = zone.start(of: today.weekStart)
         let used = try store.write { db in
-            let used = try RequestTable.selfService(user: user, since: Instant(seconds: monday).milliseconds, db).count
+            let used = try RequestTable.selfService(user: user, since: monday.milliseconds, db).count
             try allowance.checkRoom(usedThisWeek: used)
             let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
             var data = JSONObject([

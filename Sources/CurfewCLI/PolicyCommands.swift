@@ -196,7 +196,7 @@ struct ScheduleCommand: ParsableCommand {
         let day = requested ?? zone.localTime(at: now).date
         let schedule = Schedule(policy: policy, zone: zone, adjustments: adjustments)
         // The day's grants, with last night's delay while its window runs into the day.
-        let adjustment = schedule.adjustmentInForce(on: day, now: requested == nil ? now : Instant(seconds: zone.startOfDay(day)))
+        let adjustment = schedule.adjustmentInForce(on: day, now: requested == nil ? now : zone.start(of: day))
         let periods = schedule.periods(on: day)
         workspace.finish()
         let limit = schedule.limitMinutes(on: day)

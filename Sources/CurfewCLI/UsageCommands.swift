@@ -202,8 +202,8 @@ struct Report: ParsableCommand {
         guard last.daysSinceEpoch - first.daysSinceEpoch < 3660 else {
             throw CLIError("a report covers at most 10 years, got \(first) to \(last)", .invalidArguments)
         }
-        let start = Instant(seconds: zone.startOfDay(first)).milliseconds
-        let end = Instant(seconds: zone.startOfDay(last.adding(days: 1))).milliseconds
+        let start = zone.start(of: first).milliseconds
+        let end = zone.start(of: last.adding(days: 1)).milliseconds
         if throughAgent && allComputers {
             throw CLIError("--all-computers needs the state directory (only a parent may do this; try sudo)", .notPermitted)
         }
@@ -306,7 +306,7 @@ struct Events: ParsableCommand {
         var sinceMilliseconds: Int64? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
-                sinceMilliseconds = Instant(seconds: ZoneRules.system.startOfDay(date)).milliseconds
+                sinceMilliseconds = ZoneRules.system.start(of: date).milliseconds
             } else if let minutes = try? TimeAllowance.parseMinutes(since) {
                 sinceMilliseconds = (Workspace.now() - .seconds(Int64(minutes) * 60)).milliseconds
             } else {

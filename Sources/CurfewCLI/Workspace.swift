@@ -178,7 +178,7 @@ final class Workspace {
         let (totals, selfService) = try openStore().read { db in
             (
                 try UsageTable.dayTotals(user: user, day: day, db),
-                try RequestTable.selfService(user: user, since: Instant(seconds: zone.startOfDay(day)).milliseconds, db)
+                try RequestTable.selfService(user: user, since: zone.start(of: day).milliseconds, db)
             )
         }
         var adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]

@@ -67,4 +67,7 @@ extension Duration {
 extension ZoneRules {
     /// The local date and the second of that local day at `instant` (its whole second).
     public func localTime(at instant: Instant) -> (date: LocalDate, secondOfDay: Int) { localTime(at: instant.seconds) }
+
+    /// The first instant of a local day (`startOfDay`, as an instant).
+    public func start(of date: LocalDate) -> Instant { Instant(seconds: startOfDay(date)) }
 }

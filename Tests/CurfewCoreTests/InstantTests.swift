@@ -66,5 +66,8 @@ struct InstantTests {
         #expect(zone.localTime(at: instant) == zone.localTime(at: Int64(86_400 - 3_600 - 1)))
         #expect(zone.localTime(at: instant).secondOfDay == 86_399)
         #expect(zone.localTime(at: Instant(milliseconds: -1)) == zone.localTime(at: Int64(-1)))
+        // A day begins at its local midnight: 1970-01-02 00:00 at UTC+1 is 23:00 UTC on the 1st.
+        let second = zone.localTime(at: Int64(0)).date.adding(days: 1)
+        #expect(zone.start(of: second) == Instant(seconds: 86_400 - 3_600))
     }
 }
