@@ -30,108 +30,120 @@ public enum AgentRequest: Sendable, Equatable {
     public static let maxUsageDays = 92
 
     /// The line the CLI sends (canonical JSON).
-    public var line: String {
-        var object = JSONObject()
-        switch self {
-        case .status(let user):
-            object["command"] = .string("status")
-            if let user { object["user"] = .string(user) }
-        case .checkLogin(let user, let service):
-            object["command"] = .string("check-login")
-            object["user"] = .string(user)
-            if let service { object["service"] = .string(service) }
-        case .request(let minutes, let reason, let app):
-            object["command"] = .string("request")
-            object["minutes"] = .int(minutes)
-            object["reason"] = reason.map { .string($0) } ?? .null
-            // Only when set: an agent from before `app` reads the line it always read.
-            if let app { object["app"] = .string(app) }
-        case .extend:
-            object["command"] = .string("extend")
-        case .watch(let user):
-            object["command"] = .string("watch")
-            if let user { object["user"] = .string(user) }
-        case .rules(let user):
-            object["command"] = .string("rules")
-            if let user { object["user"] = .string(user) }
-        case .usage(let user, let from, let to):
-            object["command"] = .string("usage")
-            if let user { object["user"] = .string(user) }
-            object["from"] = .string("\(from)")
-            object["to"] = .string("\(to)")
-        case .approvePIN(let pin, let minutes):
-            object["command"] = .string("approve-pin")
-            object["pin"] = .string(pin)
-            object["minutes"] = .int(minutes)
-        }
-        return JSONValue.object(object).canonicalString
-    }
+    public var line: String { JSONValueEncoder().value(of: self).canonicalString }
 
     /// A line as the agent reads it from any caller: every field checked, the error names the rule.
     public static func parse(_ line: String) -> Result<AgentRequest, AgentError> {
-        guard case .object(let object)? = try? JSONValue.parse(line), case .string(let command)? = object["command"] else {
+        do {
+            return .success(try JSONValueDecoder().decode(AgentRequest.self, from: line))
+        } catch let error as AgentError {
+            return .failure(error)
+        } catch {
             return .failure(AgentError(.badRequest, "the request must be a JSON object with a command"))
+        }
+    }
+}
+
+extension AgentRequest: Codable {
+    enum CodingKeys: String, CodingKey { case command, user, service, minutes, reason, app, from, to, pin }
+
+    /// The command word on the wire.
+    var command: String {
+        switch self {
+        case .status: "status"
+        case .checkLogin: "check-login"
+        case .request: "request"
+        case .extend: "extend"
+        case .watch: "watch"
+        case .rules: "rules"
+        case .usage: "usage"
+        case .approvePIN: "approve-pin"
+        }
+    }
+
+    /// Only the fields the command has; an unset `user` or `service` is left out, an unset `reason` is
+    /// `null`, `app` only when set (an agent from before it reads the line it always read).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(command, forKey: .command)
+        switch self {
+        case .status(let user), .watch(let user), .rules(let user):
+            try container.encodeIfPresent(user, forKey: .user)
+        case .checkLogin(let user, let service):
+            try container.encode(user, forKey: .user)
+            try container.encodeIfPresent(service, forKey: .service)
+        case .request(let minutes, let reason, let app):
+            try container.encode(minutes, forKey: .minutes)
+            try container.encode(reason, forKey: .reason)
+            try container.encodeIfPresent(app, forKey: .app)
+        case .extend:
+            break
+        case .usage(let user, let from, let to):
+            try container.encodeIfPresent(user, forKey: .user)
+            try container.encode("\(from)", forKey: .from)
+            try container.encode("\(to)", forKey: .to)
+        case .approvePIN(let pin, let minutes):
+            try container.encode(pin, forKey: .pin)
+            try container.encode(minutes, forKey: .minutes)
+        }
+    }
+
+    /// Every field checked against its rule; a broken one throws an `AgentError` that names the rule
+    /// (what `parse` answers the caller), anything else is not a request at all.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let command = try container.decode(String.self, forKey: .command)
+        /// The field as `T`, nil when absent or `null`; of another kind, refused with `rule`.
+        func optional<T: Decodable>(_ type: T.Type, _ key: CodingKeys, _ rule: @autoclosure () -> String) throws -> T? {
+            do { return try container.decodeIfPresent(type, forKey: key) } catch { throw AgentError(.badRequest, rule()) }
         }
         switch command {
         case "status", "watch", "rules", "usage":
-            let user: String?
-            switch object["user"] {
-            case nil, .null?: user = nil
-            case .string(let name)?: user = name
-            default: return .failure(AgentError(.badRequest, "\"user\" must be a string"))
-            }
+            let user = try optional(String.self, .user, "\"user\" must be a string")
             switch command {
-            case "status": return .success(.status(user: user))
-            case "watch": return .success(.watch(user: user))
-            case "rules": return .success(.rules(user: user))
+            case "status": self = .status(user: user)
+            case "watch": self = .watch(user: user)
+            case "rules": self = .rules(user: user)
             default:
-                guard case .string(let fromText)? = object["from"], let from = try? LocalDate.parse(fromText),
-                    case .string(let toText)? = object["to"], let to = try? LocalDate.parse(toText)
-                else { return .failure(AgentError(.badRequest, "usage needs \"from\" and \"to\" dates (YYYY-MM-DD)")) }
-                guard from <= to, to.daysSinceEpoch - from.daysSinceEpoch < maxUsageDays else {
-                    return .failure(
-                        AgentError(.badRequest, "usage covers 1 to \(maxUsageDays) days, got \(from) to \(to)"))
+                let rule = "usage needs \"from\" and \"to\" dates (YYYY-MM-DD)"
+                guard let fromText = try? optional(String.self, .from, rule), let from = try? LocalDate.parse(fromText),
+                    let toText = try? optional(String.self, .to, rule), let to = try? LocalDate.parse(toText)
+                else { throw AgentError(.badRequest, rule) }
+                guard from <= to, to.daysSinceEpoch - from.daysSinceEpoch < Self.maxUsageDays else {
+                    throw AgentError(.badRequest, "usage covers 1 to \(Self.maxUsageDays) days, got \(from) to \(to)")
                 }
-                return .success(.usage(user: user, from: from, to: to))
+                self = .usage(user: user, from: from, to: to)
             }
         case "check-login":
-            guard case .string(let user)? = object["user"] else { return .failure(AgentError(.badRequest, "check-login needs a user")) }
-            guard case .string(let service)? = object["service"] else { return .success(.checkLogin(user: user, service: nil)) }
-            return .success(.checkLogin(user: user, service: service))
+            guard let user = try? container.decode(String.self, forKey: .user) else { throw AgentError(.badRequest, "check-login needs a user") }
+            // A service that is not a string is as good as none: the verdict does not depend on it.
+            self = .checkLogin(user: user, service: try? container.decodeIfPresent(String.self, forKey: .service))
         case "request":
-            guard case .int(let minutes)? = object["minutes"] else {
-                return .failure(AgentError(.badRequest, "\"minutes\" must be a whole number"))
+            guard let minutes = try? container.decode(Int64.self, forKey: .minutes) else {
+                throw AgentError(.badRequest, "\"minutes\" must be a whole number")
             }
-            let app: String?
-            switch object["app"] {
-            case nil, .null?: app = nil
-            case .string(let name)?:
-                do { try Policy.validateAppName(name) } catch { return .failure(AgentError(.badRequest, error.message)) }
-                app = name
-            default: return .failure(AgentError(.badRequest, "\"app\" must be a string"))
+            let app = try optional(String.self, .app, "\"app\" must be a string")
+            if let app {
+                do { try Policy.validateAppName(app) } catch { throw AgentError(.badRequest, error.message) }
             }
-            switch object["reason"] {
-            case nil, .null?: return .success(.request(minutes: minutes, reason: nil, app: app))
-            case .string(let text)?: return .success(.request(minutes: minutes, reason: text.isEmpty ? nil : text, app: app))
-            default: return .failure(AgentError(.badRequest, "\"reason\" must be a string"))
-            }
+            let reason = try optional(String.self, .reason, "\"reason\" must be a string")
+            self = .request(minutes: minutes, reason: reason?.isEmpty == false ? reason : nil, app: app)
         case "extend":
-            return .success(.extend)
+            self = .extend
         case "approve-pin":
             // Bounded before anything is hashed: a PIN longer than the rule allows is refused by its
             // shape (it cannot be right), without counting as a try.
-            guard case .string(let pin)? = object["pin"], pin.utf8.count <= PINRules.maxDigits else {
-                return .failure(AgentError(.badRequest, "\"pin\" must be a string; \(PINRules.rule)"))
+            guard let pin = try? container.decode(String.self, forKey: .pin), pin.utf8.count <= PINRules.maxDigits else {
+                throw AgentError(.badRequest, "\"pin\" must be a string; \(PINRules.rule)")
             }
-            guard case .int(let minutes)? = object["minutes"], PINRules.minutes.contains(Int(clamping: minutes)) else {
-                return .failure(
-                    AgentError(
-                        .badRequest,
-                        "\"minutes\" must be a whole number from \(PINRules.minutes.lowerBound) to \(PINRules.minutes.upperBound)"))
+            guard let minutes = try? container.decode(Int64.self, forKey: .minutes), PINRules.minutes.contains(Int(clamping: minutes)) else {
+                throw AgentError(
+                    .badRequest,
+                    "\"minutes\" must be a whole number from \(PINRules.minutes.lowerBound) to \(PINRules.minutes.upperBound)")
             }
-            return .success(.approvePIN(pin: pin, minutes: minutes))
+            self = .approvePIN(pin: pin, minutes: minutes)
         default:
-            return .failure(AgentError(.badRequest, "unknown command \(quoted(command))"))
+            throw AgentError(.badRequest, "unknown command \(quoted(command))")
         }
     }
 }
