@@ -97,15 +97,10 @@ func announce(
     }
     let missing = answers.filter { $0.confirmation == nil }
     if options.json {
-        let object = JSONObject([
-            ("user", .string(user)),
-            ("changed", .bool(!unchanged)),
-            ("version", published.map { .int(Int64($0.version)) } ?? .null),
-            ("record", published.map { .string($0.id) } ?? .null),
-            ("message", .string(description)),
-            ("computers", .array(answers.map(\.json))),
-        ])
-        Output.line(JSONValue.object(object).prettyString)
+        Output.json(
+            PolicyChangeJSON(
+                user: user, changed: !unchanged, version: published?.version, record: published?.id, message: description,
+                computers: answers.map(\.json)))
     } else {
         guard let (version, id) = published else {
             Output.line("\(description); nothing to publish")
@@ -139,4 +134,15 @@ func parseDays(_ values: [String]) throws -> [Weekday] {
 
 func dayList(_ days: [Weekday]) -> String {
     days.count == 1 ? days[0].name : days.map(\.rawValue).joined(separator: ", ")
+}
+
+/// A policy command's `--json` output: the record it published (`null` when nothing changed) and
+/// each computer's answer.
+struct PolicyChangeJSON: Encodable {
+    var user: String
+    var changed: Bool
+    @OrNull var version: Int?
+    @OrNull var record: String?
+    var message: String
+    var computers: [ComputerAnswer.AnswerJSON]
 }

@@ -46,25 +46,10 @@ extension Workspace {
     ) {
         finish()
         if json {
-            var object = JSONObject([
-                ("user", .string(user)),
-                ("date", .string("\(date)")),
-                ("extraMinutes", .int(Int64(extraMinutes))),
-                ("bedtimeDelayMinutes", .int(Int64(bedtimeDelayMinutes))),
-                ("record", .string(id)),
-            ])
-            object["requestId"] = requestId.map { .int($0) } ?? .null
-            if let app = lift.app {
-                object["app"] = .string(app.app)
-                object["appMinutes"] = .int(Int64(app.minutes))
-            }
-            if let window = lift.downtime {
-                object["downtimeWindow"] = .string(window.window)
-                object["downtimeDelayMinutes"] = .int(Int64(window.delayMinutes))
-            }
-            if lift.endsBreak { object["endsBreak"] = .bool(true) }
-            object["message"] = .string(summary)
-            Output.line(JSONValue.object(object).prettyString)
+            Output.json(
+                GrantJSON(
+                    user: user, date: "\(date)", extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes, record: id,
+                    requestId: requestId, lift: lift, message: summary))
             return
         }
         Output.line(summary)
@@ -379,5 +364,32 @@ struct Deny: ParsableCommand {
         }
         Output.line(
             "denied request \(requestID) (\(request.user) asked for \(TimeAllowance.format(minutes: request.minutes)))")
+    }
+}
+
+/// `curfew grant --json` and `curfew approve --json`: what the grant record says and what it lifts
+/// (the lift's fields only when it has them), then what was done, for people.
+struct GrantJSON: Encodable {
+    var user: String
+    var date: String
+    var extraMinutes: Int
+    var bedtimeDelayMinutes: Int
+    var record: String
+    var requestId: Int64?
+    var lift: GrantLift
+    var message: String
+
+    enum CodingKeys: String, CodingKey { case user, date, extraMinutes, bedtimeDelayMinutes, record, requestId, message }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(user, forKey: .user)
+        try container.encode(date, forKey: .date)
+        try container.encode(extraMinutes, forKey: .extraMinutes)
+        try container.encode(bedtimeDelayMinutes, forKey: .bedtimeDelayMinutes)
+        try container.encode(record, forKey: .record)
+        try container.encode(requestId, forKey: .requestId)
+        try lift.encode(to: encoder)
+        try container.encode(message, forKey: .message)
     }
 }

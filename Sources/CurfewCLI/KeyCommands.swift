@@ -24,23 +24,15 @@ struct KeyCommand: ParsableCommand {
             let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
             let revoked = try translatingErrors { try workspace.keyRing.revocations() }
             if json {
-                let entries: [JSONValue] = trusted.keys.sorted().map { id in
-                    .object(
-                        JSONObject([
-                            ("id", .string(id)), ("publicKey", .string(trusted[id]!.base64)),
-                            ("revokedAt", revoked[id].map { .string(utcTimestamp($0.time)) } ?? .null),
-                        ]))
-                }
-                let machines: [JSONValue] = workspace.shared.roster().enrolled.compactMap { entry in
-                    entry.key.map {
-                        .object(JSONObject([("machine", .string(entry.machine)), ("id", .string($0.id)), ("publicKey", .string($0.base64))]))
-                    }
-                }
-                let object = JSONObject([
-                    ("id", .string(key.id)), ("publicKey", .string(key.publicKey.base64)), ("trusted", .array(entries)),
-                    ("machines", .array(machines)),
-                ])
-                Output.line(JSONValue.object(object).prettyString)
+                Output.json(
+                    KeysJSON(
+                        id: key.id, publicKey: key.publicKey.base64,
+                        trusted: trusted.keys.sorted().map { id in
+                            KeysJSON.Trusted(id: id, publicKey: trusted[id]!.base64, revokedAt: revoked[id].map { utcTimestamp($0.time) })
+                        },
+                        machines: workspace.shared.roster().enrolled.compactMap { entry in
+                            entry.key.map { KeysJSON.Machine(machine: entry.machine, id: $0.id, publicKey: $0.base64) }
+                        }))
                 return
             }
             Output.line("key id: \(key.id)")
@@ -228,4 +220,24 @@ struct KeyCommand: ParsableCommand {
         }
         return key
     }
+}
+
+/// `curfew key show --json`: this computer's parent key, the keys it trusts and the computers'.
+struct KeysJSON: Encodable {
+    struct Trusted: Encodable {
+        var id: String
+        var publicKey: String
+        @OrNull var revokedAt: String?
+    }
+
+    struct Machine: Encodable {
+        var machine: String
+        var id: String
+        var publicKey: String
+    }
+
+    var id: String
+    var publicKey: String
+    var trusted: [Trusted]
+    var machines: [Machine]
 }

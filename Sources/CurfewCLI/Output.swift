@@ -26,6 +26,11 @@ enum Output {
         print(text)
     }
 
+    /// A command's `--json` output: `value` encoded, two-space indented, its fields in their order.
+    static func json(_ value: some Encodable) {
+        line(JSONValueEncoder().value(of: value).prettyString)
+    }
+
     /// A line on stdout at once, unbuffered: for commands that wait after saying something (a pipe
     /// would otherwise hold the pairing code back until the command ends).
     static func lineNow(_ text: String) {

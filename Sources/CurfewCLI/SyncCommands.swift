@@ -40,14 +40,22 @@ struct ComputerAnswer {
         }
     }
 
-    var json: JSONValue {
-        var object = JSONObject([("machine", .string(machine)), ("host", .string(host))])
-        object["outcome"] = confirmation.map { .string($0.outcome.rawValue) } ?? .null
-        object["reason"] = confirmation?.reason.map { .string($0) } ?? .null
-        object["enforcedVersion"] = confirmation?.enforcedVersion.map { .int(Int64($0)) } ?? .null
-        object["conflicts"] = .array((confirmation?.conflicts ?? []).map { .string($0) })
-        object["milliseconds"] = seconds.map { .int(Int64(($0 * 1000).rounded())) } ?? .null
-        return .object(object)
+    /// What `--json` prints of the answer: every field present, `null` while it has not answered.
+    var json: AnswerJSON {
+        AnswerJSON(
+            machine: machine, host: host, outcome: confirmation?.outcome.rawValue, reason: confirmation?.reason,
+            enforcedVersion: confirmation?.enforcedVersion, conflicts: confirmation?.conflicts ?? [],
+            milliseconds: seconds.map { Int64(($0 * 1000).rounded()) })
+    }
+
+    struct AnswerJSON: Encodable {
+        var machine: String
+        var host: String
+        @OrNull var outcome: String?
+        @OrNull var reason: String?
+        @OrNull var enforcedVersion: Int?
+        var conflicts: [String]
+        @OrNull var milliseconds: Int64?
     }
 }
 
@@ -189,7 +197,7 @@ struct SyncStatus: ParsableCommand {
                 usage[reading.machine, default: []].append((user, reading))
             }
         }
-        var computers: [JSONValue] = []
+        var computers: [ComputerStatusJSON] = []
         var lines: [String] = []
         for entry in roster.all {
             let (machine, host, problem) = (entry.machine, entry.host, entry.problem)
@@ -197,13 +205,7 @@ struct SyncStatus: ParsableCommand {
                 // Whoever can write to the folder can announce a computer: it counts for nothing until a
                 // parent enrols it, so only what it claims is shown.
                 let fingerprint = entry.announcedKey.map { KeyFingerprint.text(of: $0) }
-                computers.append(
-                    .object(
-                        JSONObject([
-                            ("machine", .string(machine)), ("host", .string(host)), ("enrolled", .bool(false)),
-                            ("keyFingerprint", fingerprint.map { .string($0) } ?? .null),
-                            ("keyProblem", problem.map { .string($0) } ?? .null),
-                        ])))
+                computers.append(.announced(.init(machine: machine, host: host, keyFingerprint: fingerprint, keyProblem: problem)))
                 lines.append("\(host) (\(machine)): \(problem ?? MachineRoster.notEnrolled)")
                 if let fingerprint {
                     lines.append("  its key: \(fingerprint); if this is one of your computers: curfew sync enrol \(machine)")
@@ -235,33 +237,16 @@ struct SyncStatus: ParsableCommand {
             let missing = enforced.filter { $0.value.version > newestOnDisk[$0.key] ?? 0 }.sorted { $0.key < $1.key }
             let seen = lastSeen.map { utcTimestamp($0 / 1_000_000_000) }
             computers.append(
-                .object(
-                    JSONObject([
-                        ("machine", .string(machine)), ("host", .string(host)), ("enrolled", .bool(true)),
-                        ("lastSeen", seen.map { .string($0) } ?? .null),
-                        ("enforced", .object(JSONObject(enforced.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value.version))) }))),
-                        ("pending", .array(pending.map { .string($0) })),
-                        (
-                            "missingRecords",
-                            .array(
-                                missing.map {
-                                    .object(JSONObject([("user", .string($0.key)), ("version", .int(Int64($0.value.version)))]))
-                                })
-                        ),
-                        ("rejected", .array(rejected.map { .object(JSONObject([("record", .string($0.0)), ("reason", .string($0.1))])) })),
-                        ("keyProblem", problem.map { .string($0) } ?? .null),
-                        (
-                            "usageToday",
-                            .array(
-                                (usage[machine] ?? []).map { user, reading in
-                                    var entry = JSONObject([("user", .string(user))])
-                                    entry["screenSeconds"] = reading.summary.map { .int(UserStatus.seconds($0.screenMilliseconds)) } ?? .null
-                                    entry["written"] = reading.summary.map { .string(utcTimestamp($0.time)) } ?? .null
-                                    entry["problem"] = reading.problem.map { .string($0) } ?? .null
-                                    return .object(entry)
-                                })
-                        ),
-                    ])))
+                .enrolled(
+                    .init(
+                        machine: machine, host: host, lastSeen: seen, enforced: NamedValues(sorting: enforced.mapValues(\.version)),
+                        pending: pending, missingRecords: missing.map { .init(user: $0.key, version: $0.value.version) },
+                        rejected: rejected.map { .init(record: $0.0, reason: $0.1) }, keyProblem: problem,
+                        usageToday: (usage[machine] ?? []).map { user, reading in
+                            .init(
+                                user: user, screenSeconds: reading.summary.map { UserStatus.seconds($0.screenMilliseconds) },
+                                written: reading.summary.map { utcTimestamp($0.time) }, problem: reading.problem)
+                        })))
             lines.append("\(host) (\(machine)): last seen \(seen ?? "never")")
             if let problem { lines.append("  key: \(problem)") }
             let shared = (usage[machine] ?? []).map { user, reading in
@@ -282,7 +267,7 @@ struct SyncStatus: ParsableCommand {
         workspace.finish()
         for warning in Self.warnings(workspace, roster: roster, answers: answers) { Output.warning(UntrustedText.terminal(warning)) }
         if json {
-            Output.line(JSONValue.array(computers).prettyString)
+            Output.json(computers)
         } else if computers.isEmpty {
             Output.line("no computer has announced itself in \(workspace.shared.path) yet (curfewd writes machines/<id>.json at start)")
         } else {
@@ -387,5 +372,58 @@ struct SyncPrune: ParsableCommand {
         for (_, error) in failed { Output.warning(error.description) }
         Output.line("removed \(plan.items.count - failed.count) of \(plan.items.count) files")
         if !failed.isEmpty { throw CLIError("\(failed.count) files could not be removed", failed.first!.error.isPermissionDenied ? .notPermitted : .failure) }
+    }
+}
+
+/// One computer in `curfew sync status --json`: what an announced computer claims, or what an enrolled
+/// one confirmed (every field present, `null` when unknown).
+enum ComputerStatusJSON: Encodable {
+    struct Announced: Encodable {
+        var machine: String
+        var host: String
+        var enrolled = false
+        @OrNull var keyFingerprint: String?
+        @OrNull var keyProblem: String?
+    }
+
+    struct Enrolled: Encodable {
+        struct MissingRecord: Encodable {
+            var user: String
+            var version: Int
+        }
+
+        struct Rejected: Encodable {
+            var record: String
+            var reason: String
+        }
+
+        struct Usage: Encodable {
+            var user: String
+            @OrNull var screenSeconds: Int64?
+            @OrNull var written: String?
+            @OrNull var problem: String?
+        }
+
+        var machine: String
+        var host: String
+        var enrolled = true
+        @OrNull var lastSeen: String?
+        /// The version each user is enforced at.
+        var enforced: NamedValues<Int>
+        var pending: [String]
+        var missingRecords: [MissingRecord]
+        var rejected: [Rejected]
+        @OrNull var keyProblem: String?
+        var usageToday: [Usage]
+    }
+
+    case announced(Announced)
+    case enrolled(Enrolled)
+
+    func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .announced(let computer): try computer.encode(to: encoder)
+        case .enrolled(let computer): try computer.encode(to: encoder)
+        }
     }
 }

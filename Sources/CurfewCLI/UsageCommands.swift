@@ -325,24 +325,20 @@ struct Events: ParsableCommand {
         }
         let zone = ZoneRules.system
         if json {
-            let summaryValues: [JSONValue] = summaries.map { row in
-                .object(
-                    JSONObject([
-                        ("summary", .bool(true)), ("day", .string(row.day)), ("user", row.user.map { .string($0) } ?? .null),
-                        ("kind", .string(row.kind)), ("count", .int(row.count)),
-                        ("time", .string(zone.iso8601(floorDivide(row.firstMilliseconds, 1000)))),
-                        ("lastTime", .string(zone.iso8601(floorDivide(row.lastMilliseconds, 1000)))),
-                    ]))
+            let summaryValues = summaries.map { row in
+                EventJSON.summary(
+                    .init(
+                        day: row.day, user: row.user, kind: row.kind, count: row.count,
+                        time: zone.iso8601(floorDivide(row.firstMilliseconds, 1000)),
+                        lastTime: zone.iso8601(floorDivide(row.lastMilliseconds, 1000))))
             }
-            let eventValues: [JSONValue] = events.map { event in
-                .object(
-                    JSONObject([
-                        ("id", .int(event.id ?? 0)), ("time", .string(zone.iso8601(event.time / 1000))),
-                        ("user", event.user.map { .string($0) } ?? .null), ("kind", .string(event.kind.rawValue)),
-                        ("message", .string(event.message)), ("data", event.data ?? .null),
-                    ]))
+            let eventValues = events.map { event in
+                EventJSON.event(
+                    .init(
+                        id: event.id ?? 0, time: zone.iso8601(event.time / 1000), user: event.user, kind: event.kind.rawValue,
+                        message: event.message, data: event.data))
             }
-            Output.line(JSONValue.array(summaryValues + eventValues).prettyString)
+            Output.json(summaryValues + eventValues)
             return
         }
         if events.isEmpty && summaries.isEmpty { Output.line("no events") }
@@ -362,18 +358,12 @@ struct Events: ParsableCommand {
             (try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db).flatMap { Int64($0) })
         }
         if json {
-            var object = JSONObject([
-                ("intact", .bool(result.broken == nil)), ("events", .int(Int64(result.events))),
-                ("summaryRows", .int(Int64(result.summaryRows))), ("summarisedEvents", .int(result.summarisedEvents)),
-                ("retentionDays", retention.map { .int($0) } ?? .null),
-            ])
-            if let broken = result.broken {
-                object["broken"] = .object(
-                    JSONObject([("entry", .string(broken.entry)), ("id", .int(broken.id)), ("problem", .string(broken.problem))]))
-            } else {
-                object["head"] = .string(result.head)
-            }
-            Output.line(JSONValue.object(object).prettyString)
+            Output.json(
+                AuditJSON(
+                    intact: result.broken == nil, events: result.events, summaryRows: result.summaryRows,
+                    summarisedEvents: result.summarisedEvents, retentionDays: retention,
+                    broken: result.broken.map { .init(entry: $0.entry, id: $0.id, problem: $0.problem) },
+                    head: result.broken == nil ? result.head : nil))
         }
         if let broken = result.broken {
             throw CLIError("the audit log is broken at \(broken)", .badInputData)
@@ -387,4 +377,54 @@ struct Events: ParsableCommand {
                     ?? "the agent has not summarised any events yet (curfewd --event-retention, default \(AgentStateKeys.defaultEventRetentionDays) days)")
         }
     }
+}
+
+/// One entry of `curfew events --json`: a saved event, or the count of a kind on a day that replaced
+/// older events (`summary: true`). Every field present, `null` when unset.
+enum EventJSON: Encodable {
+    struct Summary: Encodable {
+        var summary = true
+        var day: String
+        @OrNull var user: String?
+        var kind: String
+        var count: Int64
+        var time: String
+        var lastTime: String
+    }
+
+    struct Event: Encodable {
+        var id: Int64
+        var time: String
+        @OrNull var user: String?
+        var kind: String
+        var message: String
+        @OrNull var data: JSONValue?
+    }
+
+    case summary(Summary)
+    case event(Event)
+
+    func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .summary(let summary): try summary.encode(to: encoder)
+        case .event(let event): try event.encode(to: encoder)
+        }
+    }
+}
+
+/// `curfew events verify --json`: whether the audit chain is intact, and its head or where it broke.
+struct AuditJSON: Encodable {
+    struct Broken: Encodable {
+        var entry: String
+        var id: Int64
+        var problem: String
+    }
+
+    var intact: Bool
+    var events: Int
+    var summaryRows: Int
+    var summarisedEvents: Int64
+    @OrNull var retentionDays: Int64?
+    var broken: Broken?
+    var head: String?
 }

@@ -52,23 +52,18 @@ struct UserCommand: ParsableCommand {
             let workspace = Workspace(location)
             let current = try workspace.scan().currentByUser.sorted { $0.key < $1.key }
             var rows: [[String]] = [["USER", "VERSION", "DAILY LIMIT", "BEDTIME", "LOCKOUT"]]
-            var entries: [JSONValue] = []
+            var entries: [UserJSON] = []
             for (user, summary) in current {
                 guard let policy = try workspace.policyState(of: user).policy else { continue }
                 rows.append([
                     user, "\(summary.version)", policy.dailyLimit.text, policy.bedtime.map { "\($0)" } ?? "off",
                     LockoutCommand.summary(policy),
                 ])
-                entries.append(
-                    .object(
-                        JSONObject([
-                            ("user", .string(user)), ("version", .int(Int64(summary.version))),
-                            ("record", .string(summary.id)), ("policy", policy.json),
-                        ])))
+                entries.append(UserJSON(user: user, version: summary.version, record: summary.id, policy: policy.json))
             }
             workspace.finish()
             if json {
-                Output.line(JSONValue.array(entries).prettyString)
+                Output.json(entries)
             } else if current.isEmpty {
                 Output.line("no managed users (add one with curfew user add USER)")
             } else {
@@ -150,4 +145,12 @@ struct AdminOption: ParsableArguments {
         }
         Output.warning("\(user) is an administrator (\(list)): at bedtime or with no time left they cannot log in, use sudo or su; make sure another administrator can")
     }
+}
+
+/// One managed user in `curfew user list --json`: the record in force and its policy document.
+struct UserJSON: Encodable {
+    var user: String
+    var version: Int
+    var record: String
+    var policy: JSONValue
 }

@@ -472,3 +472,35 @@ extension JSONValueEncoder {
         do { return try encode(value) } catch { preconditionFailure("\(T.self) cannot be encoded as JSON: \(error)") }
     }
 }
+
+/// An optional field that readers expect present: `null` when nil, where a synthesized `encode(to:)`
+/// would leave it out (`@OrNull var reason: String?`).
+@propertyWrapper
+public struct OrNull<Value: Encodable & Sendable>: Encodable, Sendable {
+    public var wrappedValue: Value?
+
+    public init(wrappedValue: Value?) { self.wrappedValue = wrappedValue }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
+extension OrNull: Equatable where Value: Equatable {}
+
+/// A JSON object whose keys are data (user names, window names, categories), in a set order: the
+/// order given, or the keys sorted (a `Dictionary` would follow its hash order).
+public struct NamedValues<Value: Encodable & Sendable>: Encodable, Sendable {
+    public var entries: [(name: String, value: Value)]
+
+    public init(_ entries: [(name: String, value: Value)]) { self.entries = entries }
+
+    /// The keys sorted, so the same values always print the same.
+    public init(sorting entries: [String: Value]) { self.entries = entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: JSONKey.self)
+        for (name, value) in entries { try container.encode(value, forKey: JSONKey(name)) }
+    }
+}

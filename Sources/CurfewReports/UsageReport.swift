@@ -10,7 +10,7 @@ import Foundation
 public struct UsageReport: Sendable {
     public enum Grouping: String, Sendable, CaseIterable { case app, day, hour }
 
-    public struct AppTime: Sendable, Equatable {
+    public struct AppTime: Sendable, Equatable, Encodable {
         public var app: String
         public var seconds: Int64
     }
@@ -209,55 +209,26 @@ public struct UsageReport: Sendable {
 
     // MARK: JSON
 
+    /// `curfew report --format json`.
     public var json: JSONValue {
-        func apps(_ list: [AppTime]) -> JSONValue {
-            .array(list.map { .object(JSONObject([("app", .string($0.app)), ("seconds", .int($0.seconds))])) })
-        }
-        func hours(_ list: [Int64]) -> JSONValue {
-            .array(list.enumerated().map { .object(JSONObject([("hour", .int(Int64($0.offset))), ("screenSeconds", .int($0.element))])) })
-        }
-        let dayValues: [JSONValue] = days.map { day in
-            .object(
-                JSONObject([
-                    ("date", .string("\(day.date)")),
-                    ("screenSeconds", .int(day.screenSeconds)),
-                    ("limitMinutes", day.limitMinutes.map { .int(Int64($0)) } ?? .null),
-                    ("extraMinutes", .int(Int64(day.extraMinutes))),
-                    ("overLimit", .bool(day.isOverLimit)),
-                    ("apps", apps(day.apps)),
-                    ("hours", hours(day.hourSeconds)),
-                ]))
-        }
-        let eventValues: [JSONValue] = events.enumerated().map { index, event in
-            .object(
-                JSONObject([
-                    ("time", .string(eventTimes[index])), ("kind", .string(event.kind)), ("category", .string(event.category.rawValue)),
-                    ("message", .string(event.message)),
-                ]))
-        }
-        return .object(
-            JSONObject([
-                ("user", .string(user)), ("timezone", .string(timezone)), ("from", .string("\(from)")), ("to", .string("\(to)")),
-                ("screenSeconds", .int(screenSeconds)),
-                ("daysOverLimit", .int(Int64(daysOverLimit))),
-                ("days", .array(dayValues)),
-                ("apps", apps(self.apps)),
-                ("hours", hours(hourSeconds)),
-                ("eventCounts", .object(JSONObject(eventCounts.map { ($0.0.rawValue, .int(Int64($0.1))) }))),
-                ("events", .array(eventValues)),
-            ] + (computers.map { [("computers", computersJSON($0))] } ?? [])))
-    }
-
-    func computersJSON(_ computers: [Computer]) -> JSONValue {
-        .array(
-            computers.map { computer in
-                .object(
-                    JSONObject([
-                        ("machine", computer.machine.map { .string($0) } ?? .null), ("host", .string(computer.host)),
-                        ("screenSeconds", .int(computer.screenSeconds)),
-                        ("lastWritten", computer.lastWritten.map { .string(zone.iso8601($0)) } ?? .null),
-                    ]))
-            })
+        let hours = { (list: [Int64]) in list.enumerated().map { ReportJSON.Hour(hour: $0.offset, screenSeconds: $0.element) } }
+        return JSONValueEncoder().value(
+            of: ReportJSON(
+                user: user, timezone: timezone, from: "\(from)", to: "\(to)", screenSeconds: screenSeconds, daysOverLimit: daysOverLimit,
+                days: days.map { day in
+                    ReportJSON.Day(
+                        date: "\(day.date)", screenSeconds: day.screenSeconds, limitMinutes: day.limitMinutes, extraMinutes: day.extraMinutes,
+                        overLimit: day.isOverLimit, apps: day.apps, hours: hours(day.hourSeconds))
+                },
+                apps: apps, hours: hours(hourSeconds), eventCounts: NamedValues(eventCounts.map { ($0.0.rawValue, $0.1) }),
+                events: events.enumerated().map { index, event in
+                    ReportJSON.Event(time: eventTimes[index], kind: event.kind, category: event.category.rawValue, message: event.message)
+                },
+                computers: computers?.map { computer in
+                    ReportJSON.Computer(
+                        machine: computer.machine, host: computer.host, screenSeconds: computer.screenSeconds,
+                        lastWritten: computer.lastWritten.map { zone.iso8601($0) })
+                }))
     }
 
     /// "kids-pc (this computer) 1h, den-pc 30m": the computers a report adds up, for people (host
@@ -396,4 +367,50 @@ public struct UsageReport: Sendable {
         guard top > 0, value > 0 else { return "" }
         return String(repeating: "#", count: max(1, Int((value * 20 + top / 2) / top)))
     }
+}
+
+/// The report as `--format json` prints it: the fields in this order, `computers` only when the
+/// report adds up other computers' usage.
+private struct ReportJSON: Encodable {
+    struct Hour: Encodable {
+        var hour: Int
+        var screenSeconds: Int64
+    }
+
+    struct Day: Encodable {
+        var date: String
+        var screenSeconds: Int64
+        @OrNull var limitMinutes: Int?
+        var extraMinutes: Int
+        var overLimit: Bool
+        var apps: [UsageReport.AppTime]
+        var hours: [Hour]
+    }
+
+    struct Event: Encodable {
+        var time: String
+        var kind: String
+        var category: String
+        var message: String
+    }
+
+    struct Computer: Encodable {
+        @OrNull var machine: String?
+        var host: String
+        var screenSeconds: Int64
+        @OrNull var lastWritten: String?
+    }
+
+    var user: String
+    var timezone: String
+    var from: String
+    var to: String
+    var screenSeconds: Int64
+    var daysOverLimit: Int
+    var days: [Day]
+    var apps: [UsageReport.AppTime]
+    var hours: [Hour]
+    var eventCounts: NamedValues<Int>
+    var events: [Event]
+    var computers: [Computer]?
 }
