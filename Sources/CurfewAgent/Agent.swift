@@ -82,7 +82,7 @@ public final class Agent: Sendable {
                     AgentEvent(
                         time: now.milliseconds, kind: .databaseCorrupt,
                         message: "the database was damaged (\(corruption.reason)); it was moved to \(corruption.movedTo) and policy re-imported from the shared directory",
-                        data: .object(JSONObject([("movedTo", .string(corruption.movedTo))]))), db)
+                        details: EventDetails.DatabaseMoved(movedTo: corruption.movedTo)), db)
             }
         }
         self.loader = PolicyLoader(shared: shared, keyRing: keyRing, store: store)

@@ -47,7 +47,7 @@ extension Agent {
                     AgentEvent(
                         time: now.milliseconds, kind: .eventsSummarised,
                         message: "\(count) events older than \(days) days were replaced by daily counts",
-                        data: .object(JSONObject([("count", .int(Int64(count))), ("retentionDays", .int(Int64(days)))]))), db)
+                        details: EventDetails.Summarised(count: count, retentionDays: days)), db)
             }
         } catch {
             logger.error("cannot summarise old events", metadata: ["error": "\(error)"])

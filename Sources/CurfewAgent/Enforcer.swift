@@ -233,12 +233,11 @@ final class Enforcer {
             AgentState.ChildMessage(
                 user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now, zone: zone),
                 urgency: warning.isCountdown ? 2 : 1, kind: .warning))
-        var data = JSONObject([
-            ("subject", .string(warning.subject.word)), ("remainingSeconds", .int(warning.remainingSeconds)),
-            ("thresholdSeconds", .int(warning.thresholdSeconds)),
-        ])
-        if case .app(let app) = warning.subject { data["app"] = .string(app) }
-        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .warning, message: warning.message, data: .object(data)))
+        var app: String? = nil
+        if case .app(let name) = warning.subject { app = name }
+        let details = EventDetails.Warning(
+            subject: warning.subject.word, remainingSeconds: warning.remainingSeconds, thresholdSeconds: warning.thresholdSeconds, app: app)
+        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .warning, message: warning.message, details: details))
     }
 
     func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Instant) {
@@ -259,10 +258,9 @@ final class Enforcer {
                 reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now, zone: zone)
             agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: words, urgency: 2, kind: .lockout))
         }
-        var data = JSONObject([("state", .string(plan.decision.state.rawValue)), ("lockout", .string(lockout.rawValue))])
-        data["allowedAgainAt"] = plan.decision.allowedAgainAt.map { .string(zone.iso8601($0)) } ?? .null
-        agent.recordEvent(
-            AgentEvent(time: now.milliseconds, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", data: .object(data)))
+        let details = EventDetails.Lockout(
+            state: plan.decision.state.rawValue, lockout: lockout.rawValue, allowedAgainAt: plan.decision.allowedAgainAt.map { zone.iso8601($0) })
+        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", details: details))
     }
 
     /// TerminateSession for each session, again every 2 s while it lives; if the user still has
@@ -277,14 +275,12 @@ final class Enforcer {
         terminateSince[uid] = first
         for session in sessions where due(session.id, monotonic) {
             call("TerminateSession", user: user) { try $0.terminateSession(session.id) }
-            var data = JSONObject([("session", .string(session.id)), ("tty", .string(session.tty))])
             let reason = why?(session)
-            if let reason { data["why"] = .string(reason) }
             agent.recordEvent(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .sessionEnded,
                     message: "session \(session.id) of \(user) was ended" + (reason.map { ": \($0)" } ?? ""),
-                    data: .object(data)))
+                    details: EventDetails.Session(session: session.id, tty: session.tty, why: reason)))
         }
         if monotonic - first >= Self.terminateGraceMilliseconds,
             monotonic - (lastKillUser[uid] ?? .min / 2) >= Self.terminateGraceMilliseconds
@@ -323,7 +319,7 @@ final class Enforcer {
             agent.recordEvent(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
-                    data: .object(JSONObject([("session", .string(session.id))]))))
+                    details: EventDetails.Session(session: session.id)))
         }
         let unlockable = sessions.filter { !$0.canBeLocked || notLocked.contains($0.id) }
         if unlockable.isEmpty {

@@ -89,7 +89,7 @@ final class NetworkLockout {
             agent.recordEvent(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
-                    data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
+                    details: EventDetails.Network(uid: uid)))
         }
         defer { verifiedAt = monotonic }
         for (uid, user) in current.sorted(by: { $0.key < $1.key }) where target[uid] == nil {
@@ -101,7 +101,7 @@ final class NetworkLockout {
             agent.recordEvent(
                 AgentEvent(
                     time: now.milliseconds, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
-                    data: .object(JSONObject([("uid", .int(Int64(uid)))]))))
+                    details: EventDetails.Network(uid: uid)))
         }
         return nextVerification(monotonic)
     }

@@ -74,16 +74,12 @@ extension Agent {
                 return .full(error)
             }
             let count = tries.count + 1
-            let data = JSONObject([
-                ("right", .bool(right)), ("minutes", .int(Int64(minutes))), ("try", .int(Int64(count))),
-                ("of", .int(Int64(PINRules.maxTries))),
-            ])
             let words = right ? "the parent's PIN was typed to approve" : "a wrong PIN was typed to approve"
             try EventLog.append(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .pinTry,
                     message: "\(words) \(TimeAllowance.format(minutes: minutes)) more (try \(count) of \(PINRules.maxTries) in \(PINRules.tryWindowSeconds / 60) minutes)",
-                    data: .object(data)), db)
+                    details: EventDetails.PINTry(right: right, minutes: minutes, try: count, of: PINRules.maxTries)), db)
             return right ? .right : .wrong(triesLeft: PINRules.maxTries - count)
         }
         switch outcome {

@@ -56,7 +56,7 @@ extension Agent {
                     AgentEvent(
                         time: now.milliseconds, user: user, kind: .policyKept,
                         message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
-                        data: .object(JSONObject([("version", .int(Int64(entry.version)))]))))
+                        details: EventDetails.PolicyVersion(version: entry.version)))
             case .failClosed:
                 guard previous[user] != entry.policy else { continue }
                 logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
@@ -93,7 +93,7 @@ extension Agent {
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .policyLoaded,
                     message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
-                    data: .object(JSONObject([("version", .int(Int64(version)))]))))
+                    details: EventDetails.PolicyVersion(version: version)))
         }
         for user in previous.keys where policies[user] == nil {
             events.append(AgentEvent(time: now.milliseconds, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
@@ -128,7 +128,7 @@ extension Agent {
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .recordMissing,
                     message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
-                    data: .object(JSONObject([("version", .int(Int64(version)))]))))
+                    details: EventDetails.PolicyVersion(version: version)))
         }
         let newestNow = resolution.newestSeen
         state.setPolicies(policies, versions: versions)

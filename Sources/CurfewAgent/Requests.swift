@@ -18,25 +18,12 @@ extension Agent {
             parts.append("downtime \(window.window) \(TimeAllowance.format(minutes: window.delayMinutes)) later")
         }
         if grant.lift.endsBreak { parts.append("break ended") }
-        var data = JSONObject([
-            ("record", .string(grant.id)),
-            ("date", .string("\(grant.date)")),
-            ("minutes", .int(Int64(grant.extraMinutes))),
-            ("bedtimeDelayMinutes", .int(Int64(grant.bedtimeDelayMinutes))),
-        ])
-        data["requestId"] = grant.requestId.map { .int($0) } ?? .null
-        if let app = grant.lift.app {
-            data["app"] = .string(app.app)
-            data["appMinutes"] = .int(Int64(app.minutes))
-        }
-        if let window = grant.lift.downtime {
-            data["downtimeWindow"] = .string(window.window)
-            data["downtimeDelayMinutes"] = .int(Int64(window.delayMinutes))
-        }
-        if grant.lift.endsBreak { data["endsBreak"] = .bool(true) }
         return AgentEvent(
             time: now.milliseconds, user: grant.user, kind: .extraTimeGranted,
-            message: "\(parts.joined(separator: ", ")) on \(grant.date)", data: .object(data))
+            message: "\(parts.joined(separator: ", ")) on \(grant.date)",
+            details: EventDetails.Grant(
+                record: grant.id, date: "\(grant.date)", minutes: grant.extraMinutes, bedtimeDelayMinutes: grant.bedtimeDelayMinutes,
+                requestId: grant.requestId, lift: grant.lift))
     }
 
     /// Records a managed user's request for more time and the event that says so, in one
@@ -51,16 +38,12 @@ extension Agent {
             let (pending, recent) = try RequestTable.counts(user: user, since: (now - .milliseconds(RequestRules.windowMilliseconds)).milliseconds + 1, db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
-            var data = JSONObject([("request", .int(request.id)), ("minutes", .int(Int64(minutes)))])
-            data["reason"] = reason.map { .string($0) } ?? .null
-            data["cause"] = cause.map { .string($0.code) } ?? .null
-            data["app"] = app.map { .string($0) } ?? .null
             try EventLog.append(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .timeRequested,
                     message: "asked for \(TimeAllowance.format(minutes: minutes)) more"
                         + (app.map { " of \($0)" } ?? "") + (cause.map { " (blocked by \($0.words))" } ?? ""),
-                    data: .object(data)), db)
+                    details: EventDetails.Request(request: request.id, minutes: minutes, reason: reason, cause: cause?.code, app: app)), db)
             return request
         }
     }

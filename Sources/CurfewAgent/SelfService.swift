@@ -43,16 +43,12 @@ extension Agent {
             let used = try RequestTable.selfService(user: user, since: monday.milliseconds, db).count
             try allowance.checkRoom(usedThisWeek: used)
             let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
-            var data = JSONObject([
-                ("request", .int(row.id)), ("minutes", .int(Int64(allowance.minutes))), ("date", .string("\(today)")),
-                ("used", .int(Int64(used + 1))), ("perWeek", .int(Int64(allowance.perWeek))),
-            ])
-            data["reason"] = .null
             try EventLog.append(
                 AgentEvent(
                     time: now.milliseconds, user: user, kind: .selfExtension,
                     message: "took \(TimeAllowance.format(minutes: allowance.minutes)) more without asking (\(used + 1) of \(allowance.perWeek) this week)",
-                    data: .object(data)), db)
+                    details: EventDetails.SelfExtension(
+                        request: row.id, minutes: allowance.minutes, date: "\(today)", used: used + 1, perWeek: allowance.perWeek)), db)
             return used + 1
         }
         try loadSelfService(of: user, policy: policy, now: now)

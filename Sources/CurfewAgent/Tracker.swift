@@ -455,7 +455,7 @@ public final class Tracker {
                 AgentEvent(
                     time: now.wall, kind: .clockJump,
                     message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
-                    data: .object(JSONObject([("seconds", .int(seconds))]))))
+                    details: EventDetails.ClockJump(seconds: seconds)))
         }
         // The interval started `elapsed` ago in wall time as it is now (a jump does not move it).
         let intervalStart = (now.wall - elapsed) / 1000
@@ -733,11 +733,7 @@ public final class Tracker {
         pendingEvents.append(
             AgentEvent(
                 time: now.milliseconds, user: user, kind: .appStopped, message: message,
-                data: .object(
-                    JSONObject([
-                        ("app", .string(app)), ("reason", .string(reason.word)),
-                        ("pids", .array(processes.map { .int(Int64($0.pid)) })),
-                    ] + (execDenied ? [("execDenied", JSONValue.bool(true))] : [])))))
+                details: EventDetails.AppStopped(app: app, reason: reason.word, pids: processes.map(\.pid), execDenied: execDenied)))
     }
 
     /// Records, as budgets allow, one event per app for the stops that were only counted: the
@@ -752,7 +748,7 @@ public final class Tracker {
                     AgentEvent(
                         time: now.milliseconds, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
-                        data: .object(JSONObject([("app", .string(app)), ("count", .int(Int64(count))), ("summary", .bool(true))]))))
+                        details: EventDetails.AppStopsCounted(app: app, count: count)))
             }
             stopRecords[user] = records
         }

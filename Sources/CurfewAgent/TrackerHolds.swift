@@ -27,7 +27,7 @@ extension Tracker {
                 AgentEvent(
                     time: last.wall, user: user, kind: .idleClaimIgnored,
                     message: "session \(claim.id) of \(user) said it was \(kind) while \(app) was busy; time goes on counting",
-                    data: .object(JSONObject([("session", .string(claim.id)), ("claim", .string(kind)), ("app", .string(app))]))))
+                    details: EventDetails.IdleClaimIgnored(session: claim.id, claim: kind, app: app)))
         }
         return claim.id
     }

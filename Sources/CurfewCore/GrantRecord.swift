@@ -392,3 +392,12 @@ extension GrantSummary {
         return "\(parts.joined(separator: ", ")) on \(date)"
     }
 }
+
+extension GrantLift: Encodable {
+    /// Its fields, flat, into the object being written (only those set, as in the record): a
+    /// grant's event and `curfew grant --json` carry them beside their own.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: JSONKey.self)
+        for (name, value) in fields { try container.encode(value, forKey: JSONKey(name)) }
+    }
+}

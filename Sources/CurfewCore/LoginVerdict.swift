@@ -56,8 +56,8 @@ public struct LoginVerdict: Sendable, Equatable {
     /// The event a refusal leaves in the audit log; `unrecordedBefore`: refusals since the last
     /// event that were only counted (past the user's budget).
     public func event(user: String, service: String, now: Instant, unrecordedBefore: Int = 0) -> AgentEvent {
-        var data = JSONObject([("service", .string(service))])
-        if unrecordedBefore > 0 { data["unrecordedBefore"] = .int(Int64(unrecordedBefore)) }
-        return AgentEvent(time: now.milliseconds, user: user, kind: .loginRefused, message: message, data: .object(data))
+        AgentEvent(
+            time: now.milliseconds, user: user, kind: .loginRefused, message: message,
+            details: EventDetails.LoginRefused(service: service, unrecordedBefore: unrecordedBefore))
     }
 }
