@@ -39,7 +39,7 @@ extension Agent {
         let before = (now - .seconds(Int64(days) * 86_400)).milliseconds
         do {
             try store.write { db in
-                try AgentStateTable.set(AgentStateKeys.eventRetentionDays, "\(days)", db)
+                try AgentStateTable.set(AgentStateKeys.eventRetentionDays, days, db)
                 let count = try AuditChain.summarise(before: before, zone: ZoneRules.system, db)
                 guard count > 0 else { return }
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])

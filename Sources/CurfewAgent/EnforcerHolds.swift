@@ -10,7 +10,7 @@ struct HoldsState {
     /// uid -> when TerminateUser was last asked in the current `logout` lockout (monotonic ms).
     var userTerminatedAt: [UInt32: Int64] = [:]
     /// Users whose linger a lockout turned off, to turn on again when they are allowed again
-    /// (also in the store, `AgentStateKeys.lingerRestorePrefix`); nil until read from the store.
+    /// (also in the store, `AgentStateKeys.lingerRestore`); nil until read from the store.
     var lingerRestore: Set<String>? = nil
     /// Session scope -> (uid, the monotonic deadline, ms, systemd was last given; nil: none).
     var belts: [String: (uid: UInt32, deadline: Int64?)] = [:]
@@ -54,7 +54,7 @@ extension Enforcer {
     func holdLinger(user: String, uid: UInt32, lockedOut: Bool, now: Instant) {
         guard agent.configuration.logindBusAddress == nil, agent.state.sessions != nil else { return }
         if holds.lingerRestore == nil {
-            let stored = (try? agent.store.read { try AgentStateTable.all(prefix: AgentStateKeys.lingerRestorePrefix, $0) }) ?? [:]
+            let stored = (try? agent.store.read { try AgentStateTable.all(AgentStateKeys.lingerRestore, $0) }) ?? [:]
             // Keyed by the rest of the key: the user's name.
             holds.lingerRestore = Set(stored.keys)
         }
@@ -64,7 +64,7 @@ extension Enforcer {
             if !restore.contains(user) {
                 do {
                     // Remembered before it is turned off: a crash in between must not forget it was on.
-                    try agent.store.write { try AgentStateTable.set(AgentStateKeys.lingerRestorePrefix + user, "1", $0) }
+                    try agent.store.write { try AgentStateTable.set(AgentStateKeys.lingerRestore(user), true, $0) }
                     holds.lingerRestore?.insert(user)
                 } catch {
                     logger.error("cannot remember that linger was on; leaving it on", metadata: ["user": "\(user)", "error": "\(error)"])
@@ -81,7 +81,7 @@ extension Enforcer {
             }
             guard done else { return }
             holds.lingerRestore?.remove(user)
-            try? agent.store.write { try AgentStateTable.remove(AgentStateKeys.lingerRestorePrefix + user, $0) }
+            try? agent.store.write { try AgentStateTable.remove(AgentStateKeys.lingerRestore(user), $0) }
             logger.notice("linger turned on again", metadata: ["user": "\(user)"])
         }
     }

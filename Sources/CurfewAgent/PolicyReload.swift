@@ -17,14 +17,13 @@ extension Agent {
     /// management.
     func reloadPolicies() throws {
         let previous = state.policies
-        let (stored, newestStored, missingStored) = try store.read { db in
+        let (lastGood, newestStored, missingStored) = try store.read { db in
             (
-                try AgentStateTable.all(prefix: AgentStateKeys.lastGoodPolicyPrefix, db),
-                try AgentStateTable.all(prefix: AgentStateKeys.newestVersionPrefix, db).compactMapValues { Int($0) },
-                try AgentStateTable.all(prefix: AgentStateKeys.recordMissingPrefix, db).compactMapValues { Int($0) }
+                try AgentStateTable.all(AgentStateKeys.lastGoodPolicy, db),
+                try AgentStateTable.all(AgentStateKeys.newestVersion, db),
+                try AgentStateTable.all(AgentStateKeys.recordMissing, db)
             )
         }
-        let lastGood = stored.compactMapValues(LastGoodPolicy.decode)
         var newestSeen = newestStored
         for (user, kept) in lastGood { newestSeen[user] = max(newestSeen[user] ?? 0, kept.version) }
         let result = try loader.load(
@@ -137,22 +136,22 @@ extension Agent {
         loadSelfService(now: clock.wallSecond)
         try store.write { db in
             for (user, version) in newestNow where version != newestStored[user] {
-                try AgentStateTable.set(AgentStateKeys.newestVersionPrefix + user, String(version), db)
+                try AgentStateTable.set(AgentStateKeys.newestVersion(user), version, db)
             }
             for (user, version) in missing where missingStored[user] != version {
-                try AgentStateTable.set(AgentStateKeys.recordMissingPrefix + user, String(version), db)
+                try AgentStateTable.set(AgentStateKeys.recordMissing(user), version, db)
             }
             for user in missingStored.keys where missing[user] == nil {
-                try AgentStateTable.remove(AgentStateKeys.recordMissingPrefix + user, db)
+                try AgentStateTable.remove(AgentStateKeys.recordMissing(user), db)
             }
             for (user, policy) in result.policies {
-                let kept = stored[user].flatMap(LastGoodPolicy.decode)
+                let kept = lastGood[user]
                 guard let version = result.versions[user], version > (kept?.version ?? 0) || (version == kept?.version && policy != kept?.policy)
                 else { continue }
-                try AgentStateTable.set(AgentStateKeys.lastGoodPolicyPrefix + user, LastGoodPolicy(version: version, policy: policy).encoded, db)
+                try AgentStateTable.set(AgentStateKeys.lastGoodPolicy(user), LastGoodPolicy(version: version, policy: policy), db)
             }
-            for user in resolution.removed where stored[user] != nil {
-                try AgentStateTable.remove(AgentStateKeys.lastGoodPolicyPrefix + user, db)
+            for user in resolution.removed where lastGood[user] != nil {
+                try AgentStateTable.remove(AgentStateKeys.lastGoodPolicy(user), db)
             }
             for event in events { try EventLog.append(event, db) }
         }

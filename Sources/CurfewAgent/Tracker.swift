@@ -812,7 +812,7 @@ public final class Tracker {
     /// starts following; a fresh one when there is none.
     func storedBreakClock(user: String, policy: Policy) -> BreakClock {
         guard policy.breaks != nil,
-            let text = try? store.read({ try AgentStateTable.get(AgentStateKeys.breakClockPrefix + user, $0) }),
+            let text = try? store.read({ try AgentStateTable.get(AgentStateKeys.breakClock(user), $0) }),
             let clock = BreakClock.restored(text, nowWall: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
         else { return BreakClock() }
         return clock
@@ -838,12 +838,12 @@ public final class Tracker {
             try store.write { db in
                 try UsageTable.add(usage, db)
                 for event in events { try EventLog.append(event, db) }
-                try AgentStateTable.set("last-flush", "\(last.wall)", db)
+                try AgentStateTable.set(AgentStateKeys.lastFlush, last.wall, db)
                 // The break clocks of the users whose time counted (a pause since is the time from
                 // the last write, so theirs is all that changes).
                 for user in Set(usage.keys.map(\.user)) {
                     guard let clock = live[user]?.breakClock else { continue }
-                    try AgentStateTable.set(AgentStateKeys.breakClockPrefix + user, clock.persisted(atWall: last.wall), db)
+                    try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(atWall: last.wall), db)
                 }
                 if let (_, text) = claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, text, db) }
             }

@@ -355,7 +355,7 @@ struct Events: ParsableCommand {
 
     func runVerify(_ store: StateStore) throws {
         let (result, retention) = try store.read { db in
-            (try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db).flatMap { Int64($0) })
+            (try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db).map(Int64.init))
         }
         if json {
             Output.json(

@@ -155,8 +155,8 @@ final class Workspace {
         let (lastGood, newestSeen) =
             (try? openStore().read { db in
                 (
-                    try AgentStateTable.all(prefix: AgentStateKeys.lastGoodPolicyPrefix, db).compactMapValues(LastGoodPolicy.decode),
-                    try AgentStateTable.all(prefix: AgentStateKeys.newestVersionPrefix, db).compactMapValues { Int($0) }
+                    try AgentStateTable.all(AgentStateKeys.lastGoodPolicy, db),
+                    try AgentStateTable.all(AgentStateKeys.newestVersion, db)
                 )
             }) ?? ([:], [:])
         return PolicyInForce.resolve(
@@ -244,7 +244,7 @@ final class Workspace {
     /// The version this computer's agent enforces for `user` although its record is missing from the
     /// shared directory (the agent notes it), if any.
     func missingRecordInForce(of user: String) -> Int? {
-        (try? openStore().read { try AgentStateTable.get(AgentStateKeys.recordMissingPrefix + user, $0) }).flatMap { $0.flatMap { Int($0) } }
+        try? openStore().read { try AgentStateTable.get(AgentStateKeys.recordMissing(user), $0) }
     }
 
     /// Reads and verifies a record file that the scan found valid.

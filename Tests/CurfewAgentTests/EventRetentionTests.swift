@@ -38,7 +38,8 @@ import Testing
         let (events, summaries, verification, retention) = try agent.store.read { db in
             (
                 try EventLog.list(user: nil, since: nil, db), try AuditChain.summaries(user: nil, since: nil, db),
-                try AuditChain.verify(db), try AgentStateTable.get(AgentStateKeys.eventRetentionDays, db)
+                try AuditChain.verify(db),
+                try String.fetchOne(db, sql: "SELECT value FROM agent_state WHERE key = ?", arguments: [AgentStateKeys.eventRetentionDays.name])
             )
         }
         #expect(events.map(\.kind.rawValue) == ["lockout", "events-summarised"])
