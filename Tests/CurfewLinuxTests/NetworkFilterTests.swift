@@ -47,6 +47,12 @@ import Testing
         defer { _ = try? run("/usr/sbin/ip", ["netns", "del", namespace]) }
         let filter = NetworkFilter(command: ["/usr/sbin/ip", "netns", "exec", namespace, "/usr/sbin/nft"])
         #expect(try filter.blockedUIDs() == [], "no table yet")
+        // Another program's table with a rule of the same shape is not ours.
+        let nft = ["netns", "exec", namespace, "/usr/sbin/nft"]
+        #expect(try run("/usr/sbin/ip", nft + ["add", "table", "inet", "other"]) == 0)
+        #expect(try run("/usr/sbin/ip", nft + ["add", "chain", "inet", "other", NetworkFilter.chain, "{ type filter hook output priority 0; }"]) == 0)
+        #expect(try run("/usr/sbin/ip", nft + ["add", "rule", "inet", "other", NetworkFilter.chain, "meta", "skuid", "1003", "drop"]) == 0)
+        #expect(try filter.blockedUIDs() == [], "only the curfew table counts")
         try filter.apply([NetworkFilter.Blocked(uid: 1001, user: "kid"), NetworkFilter.Blocked(uid: 1002, user: "sis")])
         #expect(try filter.blockedUIDs() == [1001, 1002])
         try filter.apply([NetworkFilter.Blocked(uid: 1002, user: "sis")])

@@ -120,18 +120,18 @@ public struct NetworkFilter: Sendable {
         }
     }
 
-    /// The uids the table drops now (`nft -j list table inet curfew`); empty when there is no table.
+    /// The uids the table drops now; empty when there is no table. It lists the family's whole
+    /// ruleset (`nft -j list ruleset inet`), which succeeds whether or not the table is there, so no
+    /// error text of nft's is ever read for an answer.
     public func blockedUIDs() throws(LinuxError) -> Set<UInt32> {
-        let result = try run(["-j", "list", "table", Self.family, Self.table], input: [])
+        let result = try run(["-j", "list", "ruleset", Self.family], input: [])
         guard result.status == 0 else {
-            // nft says "No such file or directory" for a table that is not there.
-            if result.errors.contains("No such file or directory") { return [] }
-            throw LinuxError(operation: "nft -j list table: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: .ioError)
+            throw LinuxError(operation: "nft -j list ruleset: \(Self.describe(result.status)): \(Self.firstLine(result.errors))", errno: .ioError)
         }
         do {
             return Self.uids(inListing: try JSONValue.parse(result.output))
         } catch {
-            throw LinuxError(operation: "nft -j list table: unreadable JSON (\(error))", errno: .ioError)
+            throw LinuxError(operation: "nft -j list ruleset: unreadable JSON (\(error))", errno: .ioError)
         }
     }
 
