@@ -49,29 +49,33 @@ public struct ParentPINHash: Sendable, Equatable {
         return key.withUnsafeBytes { Array($0) }
     }
 
-    /// The file's bytes: `{"algorithm":"scrypt","N":...,"r":...,"p":...,"salt":"<base64>","hash":"<base64>"}`.
+    /// The file's form: `{"N":...,"algorithm":"scrypt","hash":"<base64>","p":...,"r":...,"salt":"<base64>"}`.
+    struct FileForm: Codable {
+        var algorithm: String
+        var N: Int
+        var r: Int
+        var p: Int
+        var salt: String
+        var hash: String
+    }
+
+    /// The file's bytes: its form in canonical JSON and a newline.
     public var fileBytes: [UInt8] {
-        let object = JSONObject([
-            ("algorithm", .string("scrypt")), ("N", .int(Int64(cost))), ("r", .int(Int64(blockSize))),
-            ("p", .int(Int64(parallelism))), ("salt", .string(Data(salt).base64EncodedString())),
-            ("hash", .string(Data(hash).base64EncodedString())),
-        ])
-        return Array((JSONValue.object(object).canonicalString + "\n").utf8)
+        let form = FileForm(
+            algorithm: "scrypt", N: cost, r: blockSize, p: parallelism, salt: Data(salt).base64EncodedString(),
+            hash: Data(hash).base64EncodedString())
+        return Array((JSONValueEncoder().value(of: form).canonicalString + "\n").utf8)
     }
 
     /// Reads a file's bytes; nil when they are not a hash this code wrote (a damaged file reads as
     /// damaged, never as "any PIN is right").
     public init?(fileBytes: [UInt8]) {
-        guard case .object(let object)? = try? JSONValue.parse(String(decoding: fileBytes, as: UTF8.self)),
-            object["algorithm"] == .string("scrypt"),
-            case .int(let cost)? = object["N"], cost >= 2, cost <= Self.maxCost, cost & (cost - 1) == 0,
-            case .int(let blockSize)? = object["r"], (1...32).contains(blockSize),
-            case .int(let parallelism)? = object["p"], (1...4).contains(parallelism),
-            case .string(let saltText)? = object["salt"], let salt = Data(base64Encoded: saltText), salt.count >= 8,
-            case .string(let hashText)? = object["hash"], let hash = Data(base64Encoded: hashText), hash.count == Self.hashBytes
+        guard let form = try? JSONValueDecoder().decode(FileForm.self, from: String(decoding: fileBytes, as: UTF8.self)),
+            form.algorithm == "scrypt", form.N >= 2, form.N <= Self.maxCost, form.N & (form.N - 1) == 0, (1...32).contains(form.r),
+            (1...4).contains(form.p), let salt = Data(base64Encoded: form.salt), salt.count >= 8,
+            let hash = Data(base64Encoded: form.hash), hash.count == Self.hashBytes
         else { return nil }
-        self.init(
-            cost: Int(cost), blockSize: Int(blockSize), parallelism: Int(parallelism), salt: Array(salt), hash: Array(hash))
+        self.init(cost: form.N, blockSize: form.r, parallelism: form.p, salt: Array(salt), hash: Array(hash))
     }
 
     public init(cost: Int, blockSize: Int, parallelism: Int, salt: [UInt8], hash: [UInt8]) {
