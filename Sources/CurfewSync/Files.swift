@@ -108,29 +108,45 @@ public enum Files {
         return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
+    /// swift-system's throwing calls with the operation named: their `Errno` becomes a `FileError`.
+    static func attempt<T>(_ operation: FileError.Operation, _ path: String, _ body: () throws -> T) throws(FileError) -> T {
+        do {
+            return try body()
+        } catch let error as FileError {
+            throw error
+        } catch {
+            throw FileError(operation, path, errno: error as? Errno ?? .ioError)
+        }
+    }
+
     /// Reads a whole regular file, refusing symlinks, FIFOs, devices and files over `maxBytes`
     /// without blocking on them.
     public static func readRegularFile(_ path: String, maxBytes: Int) throws(FileError) -> [UInt8] {
-        let fd = try check(.open, path) { open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
-        defer { close(fd) }
-        var info = stat()
-        _ = try check(.inspect, path) { fstat(fd, &info) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw FileError(.readNonRegularFile, path, errno: .invalidArgument) }
-        guard Int(info.st_size) <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
-        var total = 0
-        while true {
-            let count = try check(.read, path) {
-                bytes.withUnsafeMutableBytes { buffer in read(fd, buffer.baseAddress! + total, buffer.count - total) }
-            }
-            if count == 0 { break }
-            total += count
-            if total == bytes.count {
-                guard total <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
-                bytes.append(contentsOf: repeatElement(0, count: 4096))
+        let file = try attempt(.open, path) {
+            try FileDescriptor.open(FilePath(path), .readOnly, options: [.noFollow, .nonBlocking, .closeOnExec])
+        }
+        return try attempt(.close, path) {
+            try file.closeAfter { () throws -> [UInt8] in
+                var info = stat()
+                _ = try check(.inspect, path) { fstat(file.rawValue, &info) }
+                guard (info.st_mode & S_IFMT) == S_IFREG else { throw FileError(.readNonRegularFile, path, errno: .invalidArgument) }
+                guard Int(info.st_size) <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
+                var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
+                var total = 0
+                while true {
+                    let count = try attempt(.read, path) {
+                        try bytes.withUnsafeMutableBytes { buffer in try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[total...])) }
+                    }
+                    if count == 0 { break }
+                    total += count
+                    if total == bytes.count {
+                        guard total <= maxBytes else { throw FileError(.readOversizedFile, path, errno: .fileTooLarge) }
+                        bytes.append(contentsOf: repeatElement(0, count: 4096))
+                    }
+                }
+                return Array(bytes[0..<total])
             }
         }
-        return Array(bytes[0..<total])
     }
 
     /// Writes `bytes` to `directory/name` atomically: a temporary name in the same directory
@@ -143,23 +159,20 @@ public enum Files {
         let target = "\(directory)/\(name)"
         if !replace && exists(target) { return false }
         let temporary = "\(directory)/.tmp-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = try check(.create, temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
-        var closed = false
-        defer {
-            if !closed { close(fd) }
+        let file = try attempt(.create, temporary) {
+            try FileDescriptor.open(
+                FilePath(temporary), .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                permissions: FilePermissions(rawValue: mode))
         }
         do throws(FileError) {
-            _ = try check(.setMode, temporary) { fchmod(fd, mode) }
-            var written = 0
-            while written < bytes.count {
-                let count = try check(.write, temporary) {
-                    bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + written, buffer.count - written) }
+            // Written, synced and closed; a failure before the close still closes it.
+            try attempt(.close, temporary) {
+                try file.closeAfter {
+                    _ = try check(.setMode, temporary) { fchmod(file.rawValue, mode) }
+                    _ = try attempt(.write, temporary) { try file.writeAll(bytes) }
+                    _ = try check(.sync, temporary) { fsync(file.rawValue) }
                 }
-                written += count
             }
-            _ = try check(.sync, temporary) { fsync(fd) }
-            closed = true
-            _ = try check(.close, temporary) { close(fd) }
             if replace {
                 _ = try check(.rename, target) { rename(temporary, target) }
             } else {
@@ -173,22 +186,21 @@ public enum Files {
             unlink(temporary)
             throw error
         }
-        let dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirfd >= 0 {
-            fsync(dirfd)
-            close(dirfd)
-        }
+        syncDirectory(directory)
         return true
+    }
+
+    /// fsync of a directory, so a name just made or removed in it survives a crash (best effort: a
+    /// directory that cannot be opened is left as it is).
+    static func syncDirectory(_ directory: String) {
+        guard let handle = try? FileDescriptor.open(FilePath(directory), .readOnly, options: [.directory, .closeOnExec]) else { return }
+        _ = try? handle.closeAfter { fsync(handle.rawValue) }
     }
 
     /// Removes a file (unlink), then syncs its directory so the removal survives a crash.
     public static func remove(_ path: String) throws(FileError) {
         _ = try check(.remove, path) { unlink(path) }
-        let directory = open(parentDirectory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        syncDirectory(parentDirectory(of: path))
     }
 
     /// The names in a directory, without `.` and `..`.
