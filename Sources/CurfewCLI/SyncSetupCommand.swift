@@ -239,21 +239,16 @@ struct SyncSetup: ParsableCommand {
 
     /// Adds folder `curfew` to Syncthing, or sets the fields Curfew needs on the one it has.
     static func configureFolder(api: SyncthingAPI, config: SyncthingConfig, deviceID: String, folder: String) throws -> String {
-        let settings: [(String, JSONValue)] = [
-            ("path", .string(folder)), ("type", .string("sendreceive")), ("fsWatcherEnabled", .bool(true)),
-            ("fsWatcherDelayS", .int(Int64(watcherDelaySeconds))), ("ignorePerms", .bool(false)),
-        ]
+        let settings = SyncthingObjects.FolderSettings(path: folder, fsWatcherDelayS: watcherDelaySeconds)
         let existing = try api.request("GET", "/rest/config/folders/\(SyncthingConfig.folderID)")
         if existing.status == 200 {
-            try api.call("PATCH", "/rest/config/folders/\(SyncthingConfig.folderID)", body: .object(JSONObject(settings)))
+            try api.call("PATCH", "/rest/config/folders/\(SyncthingConfig.folderID)", sending: settings)
             return "set Syncthing's folder curfew to \(folder): send-receive, watcher on with a \(watcherDelaySeconds) s delay, permissions kept"
         }
-        let folderObject = JSONObject(
-            [("id", .string(SyncthingConfig.folderID)), ("label", .string("Curfew"))] + settings + [
-                ("rescanIntervalS", .int(3600)),
-                ("devices", .array([.object(JSONObject([("deviceID", .string(deviceID))]))])),
-            ])
-        try api.call("POST", "/rest/config/folders", body: .object(folderObject))
+        try api.call(
+            "POST", "/rest/config/folders",
+            sending: SyncthingObjects.Folder(
+                id: SyncthingConfig.folderID, label: "Curfew", settings: settings, devices: [.init(deviceID: deviceID)]))
         return "added folder curfew (\(folder)) to Syncthing: send-receive, watcher on with a \(watcherDelaySeconds) s delay, permissions kept"
     }
 }

@@ -9,16 +9,18 @@ public struct LastGoodPolicy: Sendable, Equatable {
         self.policy = policy
     }
 
-    /// `{"policy": {...}, "version": N}` in canonical form.
-    public var encoded: String {
-        JSONValue.object(JSONObject([("version", .int(Int64(version))), ("policy", policy.json)])).canonicalString
+    /// What is kept: the version and the policy document.
+    private struct Form: Codable {
+        var version: Int
+        var policy: JSONValue
     }
+
+    /// `{"policy": {...}, "version": N}` in canonical form.
+    public var encoded: String { JSONValueEncoder().value(of: Form(version: version, policy: policy.json)).canonicalString }
 
     /// nil for text that is not such an object or holds an invalid policy.
     public static func decode(_ text: String) -> LastGoodPolicy? {
-        guard case .object(let object)? = try? JSONValue.parse(text), case .int(let version)? = object["version"],
-            let value = object["policy"], let policy = try? Policy.decode(value)
-        else { return nil }
-        return LastGoodPolicy(version: Int(version), policy: policy)
+        guard let form = try? JSONValueDecoder().decode(Form.self, from: text), let policy = try? Policy.decode(form.policy) else { return nil }
+        return LastGoodPolicy(version: form.version, policy: policy)
     }
 }

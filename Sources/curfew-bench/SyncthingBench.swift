@@ -19,11 +19,8 @@ func runSyncthingBenchmarks(root: String, changes: Int) throws {
         _ = try computer.api().request("DELETE", "/rest/config/folders/default")
         try computer.api().call(
             "POST", "/rest/config/devices",
-            body: .object(
-                JSONObject([
-                    ("deviceID", .string(other.deviceID)), ("name", .string(other.name)),
-                    ("addresses", .array([.string("tcp://127.0.0.1:\(other.listenPort)")])),
-                ])))
+            sending: SyncthingObjects.Device(
+                deviceID: other.deviceID, name: other.name, addresses: ["tcp://127.0.0.1:\(other.listenPort)"]))
         try KeyRing(stateDirectory: computer.state).trust(try KeyRing(stateDirectory: other.state).loadSigningKey().publicKey)
         let setup = computer.curfew(["sync", "setup", "--syncthing", "--folder", computer.folder])
         guard setup.status == 0 else { throw BenchFailure("curfew sync setup failed: \(setup.output)") }
@@ -31,7 +28,7 @@ func runSyncthingBenchmarks(root: String, changes: Int) throws {
     for computer in computers {
         try computer.api().call(
             "PATCH", "/rest/config/folders/curfew",
-            body: .object(JSONObject([("devices", .array(computers.map { .object(JSONObject([("deviceID", .string($0.deviceID))])) }))])))
+            sending: SyncthingObjects.FolderDevices(devices: computers.map { .init(deviceID: $0.deviceID) }))
     }
     let deadline = clock.now + .seconds(120)
     while !(Files.exists("\(x.folder)/enrolments/pc-y.json") && Files.exists("\(y.folder)/enrolments/pc-x.json")) {

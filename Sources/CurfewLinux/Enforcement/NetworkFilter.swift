@@ -58,56 +58,23 @@ public struct NetworkFilter: Sendable {
     /// The nft JSON input that makes the table hold exactly `blocked` (uid 0 is never added: root
     /// is never managed); without anyone, it removes the table.
     public static func ruleset(_ blocked: [Blocked]) -> JSONValue {
-        let tableObject = JSONValue.object(JSONObject([("family", .string(family)), ("name", .string(table))]))
+        let table = NFT.Object.table(NFT.Table(family: family, name: Self.table))
         // `add` first, so the `delete` never fails on a table that is not there.
-        var commands: [JSONValue] = [
-            command("add", "table", tableObject), command("delete", "table", tableObject),
-        ]
+        var commands: [NFT.Command] = [.add(table), .delete(table)]
         let users = blocked.filter { $0.uid != 0 }.sorted { $0.uid < $1.uid }
-        guard !users.isEmpty else { return .object(JSONObject([("nftables", .array(commands))])) }
-        commands.append(command("add", "table", tableObject))
-        commands.append(
-            command(
-                "add", "chain",
-                .object(
-                    JSONObject([
-                        ("family", .string(family)), ("table", .string(table)), ("name", .string(chain)),
-                        ("type", .string("filter")), ("hook", .string("output")), ("prio", .int(0)),
-                        ("policy", .string("accept")),
-                    ]))))
-        func rule(_ expressions: [JSONValue], comment: String? = nil) -> JSONValue {
-            var object = JSONObject([("family", .string(family)), ("table", .string(table)), ("chain", .string(chain))])
-            if let comment { object["comment"] = .string(comment) }
-            object["expr"] = .array(expressions)
-            return command("add", "rule", .object(object))
+        if !users.isEmpty {
+            commands.append(.add(table))
+            commands.append(.add(.chain(NFT.Chain(family: family, table: Self.table, name: chain))))
+            let rule = { (expressions: [NFT.Expression], comment: String?) in
+                NFT.Command.add(.rule(NFT.Rule(family: family, table: Self.table, chain: chain, comment: comment, expr: expressions)))
+            }
+            commands.append(rule([.match(key: "oif", right: .string("lo")), .verdict("accept")], nil))
+            for user in users {
+                // User names are validated login names; the comment is only for people reading `nft list ruleset`.
+                commands.append(rule([.match(key: "skuid", right: .int(Int64(user.uid))), .counter, .verdict("drop")], "curfew: \(user.user)"))
+            }
         }
-        func match(_ key: String, _ right: JSONValue) -> JSONValue {
-            .object(
-                JSONObject([
-                    (
-                        "match",
-                        .object(
-                            JSONObject([
-                                ("op", .string("==")), ("left", .object(JSONObject([("meta", .object(JSONObject([("key", .string(key))])))]))),
-                                ("right", right),
-                            ]))
-                    )
-                ]))
-        }
-        let verdict = { (word: String) in JSONValue.object(JSONObject([(word, .null)])) }
-        commands.append(rule([match("oif", .string("lo")), verdict("accept")]))
-        for user in users {
-            // User names are validated login names; the comment is only for people reading `nft list ruleset`.
-            commands.append(
-                rule(
-                    [match("skuid", .int(Int64(user.uid))), .object(JSONObject([("counter", .null)])), verdict("drop")],
-                    comment: "curfew: \(user.user)"))
-        }
-        return .object(JSONObject([("nftables", .array(commands))]))
-    }
-
-    static func command(_ verb: String, _ kind: String, _ value: JSONValue) -> JSONValue {
-        .object(JSONObject([(verb, .object(JSONObject([(kind, value)])))]))
+        return JSONValueEncoder().value(of: NFT.Ruleset(nftables: commands))
     }
 
     /// Replaces the table with one that drops the traffic of `blocked` (removes it when empty), in one
@@ -273,5 +240,95 @@ public struct NetworkFilter: Sendable {
 
     static func firstLine(_ text: String) -> String {
         text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+    }
+}
+
+/// The part of nft's JSON schema (libnftables-json(5)) the filter writes: `{"nftables": [commands]}`,
+/// each command `{"add": {"table": {...}}}`, each rule's expressions `{"match": ...}`, `{"counter":
+/// null}` or a verdict `{"drop": null}`.
+enum NFT {
+    struct Ruleset: Encodable {
+        var nftables: [Command]
+    }
+
+    enum Command: Encodable {
+        case add(Object)
+        case delete(Object)
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: JSONKey.self)
+            switch self {
+            case .add(let object): try container.encode(object, forKey: JSONKey("add"))
+            case .delete(let object): try container.encode(object, forKey: JSONKey("delete"))
+            }
+        }
+    }
+
+    enum Object: Encodable {
+        case table(Table)
+        case chain(Chain)
+        case rule(Rule)
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: JSONKey.self)
+            switch self {
+            case .table(let table): try container.encode(table, forKey: JSONKey("table"))
+            case .chain(let chain): try container.encode(chain, forKey: JSONKey("chain"))
+            case .rule(let rule): try container.encode(rule, forKey: JSONKey("rule"))
+            }
+        }
+    }
+
+    struct Table: Encodable {
+        var family: String
+        var name: String
+    }
+
+    /// A base chain on the output hook that accepts what no rule drops.
+    struct Chain: Encodable {
+        var family: String
+        var table: String
+        var name: String
+        var type = "filter"
+        var hook = "output"
+        var prio = 0
+        var policy = "accept"
+    }
+
+    struct Rule: Encodable {
+        var family: String
+        var table: String
+        var chain: String
+        var comment: String?
+        var expr: [Expression]
+    }
+
+    enum Expression: Encodable {
+        /// `meta <key> == <right>`.
+        case match(key: String, right: JSONValue)
+        case counter
+        /// `accept`, `drop`.
+        case verdict(String)
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: JSONKey.self)
+            switch self {
+            case .match(let key, let right):
+                try container.encode(Match(left: .init(meta: .init(key: key)), right: right), forKey: JSONKey("match"))
+            case .counter: try container.encodeNil(forKey: JSONKey("counter"))
+            case .verdict(let word): try container.encodeNil(forKey: JSONKey(word))
+            }
+        }
+    }
+
+    struct Match: Encodable {
+        struct Meta: Encodable {
+            struct Key: Encodable { var key: String }
+            var meta: Key
+        }
+
+        var op = "=="
+        var left: Meta
+        var right: JSONValue
     }
 }
