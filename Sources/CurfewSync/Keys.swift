@@ -169,35 +169,25 @@ public struct KeyRevocation: Sendable, Equatable {
 
     public var reason: String { "signed by revoked key \(key)" }
 
+    /// The file's form: `{"key", "records", "revokedAt" (UTC), "versions": {user: version}}`.
+    struct FileForm: Codable {
+        var key: String
+        var revokedAt: String
+        var versions: [String: Int]
+        var records: [String]
+    }
+
+    /// The revocation as its file holds it (written in canonical form).
     public var json: JSONValue {
-        .object(
-            JSONObject([
-                ("key", .string(key)),
-                ("revokedAt", .string(utcTimestamp(time))),
-                ("versions", .object(JSONObject(versions.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }))),
-                ("records", .array(records.map { .string($0) })),
-            ]))
+        JSONValueEncoder().value(of: FileForm(key: key, revokedAt: utcTimestamp(time), versions: versions, records: records))
     }
 
     /// Reads a revocation file; nil when it is not one.
     public static func parse(_ bytes: [UInt8]) -> KeyRevocation? {
-        guard case .object(let object)? = try? JSONValue.parse(bytes),
-            case .string(let key)? = object["key"], KeyID.isValid(key),
-            case .string(let timeText)? = object["revokedAt"], let time = parseUTCTimestamp(timeText),
-            case .object(let versionObject)? = object["versions"],
-            case .array(let recordValues)? = object["records"]
+        guard let value = try? JSONValue.parse(bytes), let form = try? JSONValueDecoder().decode(FileForm.self, from: value),
+            KeyID.isValid(form.key), let time = parseUTCTimestamp(form.revokedAt)
         else { return nil }
-        var versions: [String: Int] = [:]
-        for (user, value) in versionObject.entries {
-            guard case .int(let version) = value, let small = Int(exactly: version) else { return nil }
-            versions[user] = small
-        }
-        var records: [String] = []
-        for value in recordValues {
-            guard case .string(let id) = value else { return nil }
-            records.append(id)
-        }
-        return KeyRevocation(key: key, time: time, versions: versions, records: records)
+        return KeyRevocation(key: form.key, time: time, versions: form.versions, records: form.records)
     }
 }
 
