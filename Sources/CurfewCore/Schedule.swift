@@ -283,27 +283,6 @@ public struct Schedule: Sendable {
         return DayPlan(date: date, start: dayStart, end: dayEnd, spans: spans)
     }
 
-    /// The local day's bedtime intervals clipped to the day, in order, overlaps merged.
-    func bedtimeIntervals(within dayStart: Int64, _ dayEnd: Int64, date: LocalDate) -> [(Int64, Int64)] {
-        var intervals: [(Int64, Int64)] = []
-        for day in [date.adding(days: -1), date] {
-            guard let window = bedtimeInterval(startingOn: day) else { continue }
-            let start = max(window.start, dayStart)
-            let end = min(window.end, dayEnd)
-            if start < end { intervals.append((start, end)) }
-        }
-        intervals.sort { $0.0 < $1.0 }
-        var merged: [(Int64, Int64)] = []
-        for interval in intervals {
-            if let last = merged.last, interval.0 <= last.1 {
-                merged[merged.count - 1].1 = max(last.1, interval.1)
-            } else {
-                merged.append(interval)
-            }
-        }
-        return merged
-    }
-
     /// The local day from its 00:00 to the next day's 00:00 (23, 24, 24.5 or 25 hours around DST
     /// changes) as contiguous `allowed`, `bedtime` and `downtime` periods (a downtime period names
     /// its window).
