@@ -241,8 +241,8 @@ struct ScheduleCommand: ParsableCommand {
         let length = periods.reduce(0) { $0 + $1.seconds }
         let allowed = periods.filter { $0.state == .allowed }.reduce(0) { $0 + $1.seconds }
         Output.line("\(user) on \(day.weekday.name) \(day) (\(zone.identifier), a day of \(hours(length)))")
-        let dayStart = zone.startOfDay(day)
-        let dayEnd = zone.startOfDay(day.adding(days: 1))
+        let dayStart = zone.start(of: day).seconds
+        let dayEnd = zone.start(of: day.adding(days: 1)).seconds
         func clock(_ instant: Int64) -> String {
             if instant == dayEnd { return "24:00" }
             let second = zone.localTime(at: instant).secondOfDay

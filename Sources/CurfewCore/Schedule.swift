@@ -161,8 +161,8 @@ public struct Schedule: Sendable {
     public func bedtimeInterval(startingOn date: LocalDate) -> (start: Int64, end: Int64)? {
         guard let window = bedtimeWindow(startingOn: date) else { return nil }
         let delay = Int64(adjustments[date]?.bedtimeDelayMinutes ?? 0) * 60
-        let start = zone.instant(date, window.start) + delay
-        let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
+        let start = zone.instant(date, window.start).seconds + delay
+        let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end).seconds
         return start < end ? (start, end) : nil
     }
 
@@ -176,10 +176,10 @@ public struct Schedule: Sendable {
         var adjustment = adjustments[date] ?? DayAdjustment()
         let yesterday = date.adding(days: -1)
         guard let last = adjustments[yesterday] else { return adjustment }
-        let midnight = zone.startOfDay(date)
+        let midnight = zone.start(of: date).seconds
         /// Last night's window from `start` to `end` (past midnight), moved `delay` minutes.
         func holds(_ start: ClockTime, _ end: ClockTime, delay: Int) -> Bool {
-            zone.instant(yesterday, start) + Int64(delay) * 60 > midnight && now < zone.instant(date, end)
+            zone.instant(yesterday, start).seconds + Int64(delay) * 60 > midnight && now < zone.instant(date, end).seconds
         }
         if adjustment.bedtimeDelayMinutes == 0, last.bedtimeDelayMinutes > 0, let window = bedtimeWindow(startingOn: yesterday),
             window.crossesMidnight, holds(window.start, window.end, delay: last.bedtimeDelayMinutes)
@@ -206,8 +206,8 @@ public struct Schedule: Sendable {
         var intervals: [(start: Int64, end: Int64, window: DowntimeWindow)] = []
         let delays = adjustments[date]?.downtimeDelayMinutes ?? [:]
         for window in policy.downtime where window.days.contains(weekday) {
-            let start = zone.instant(date, window.start) + Int64(delays[window.name] ?? 0) * 60
-            let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
+            let start = zone.instant(date, window.start).seconds + Int64(delays[window.name] ?? 0) * 60
+            let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end).seconds
             if start < end { intervals.append((start, end, window)) }
         }
         return intervals
@@ -244,8 +244,8 @@ public struct Schedule: Sendable {
     }
 
     func dayPlan(_ date: LocalDate) -> DayPlan {
-        let dayStart = zone.startOfDay(date)
-        let dayEnd = zone.startOfDay(date.adding(days: 1))
+        let dayStart = zone.start(of: date).seconds
+        let dayEnd = zone.start(of: date.adding(days: 1)).seconds
         var blocks: [(start: Int64, end: Int64, cause: BlockCause)] = []
         for day in [date.adding(days: -1), date] {
             for block in self.blocks(startingOn: day) {
@@ -368,7 +368,7 @@ public struct Schedule: Sendable {
         var current = state
         var nextChange: Decision.Change? = nil
         var allowedAgain: Int64? = state == .allowed ? now : nil
-        let horizon = zone.startOfDay(today.adding(days: horizonDays + 1))
+        let horizon = zone.start(of: today.adding(days: horizonDays + 1)).seconds
         var steps = 0
         while cursor < horizon, nextChange == nil || allowedAgain == nil, steps < 10_000 {
             steps += 1

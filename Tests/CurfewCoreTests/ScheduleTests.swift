@@ -160,7 +160,7 @@ struct ZoneRulesTests {
     func instant(_ test: WallTimeCase) {
         let zone = zoneRules(test.zone)
         let instant = zone.instant(localDate(test.date), clock(test.time))
-        #expect(instant == utc(test.instant))
+        #expect(instant == utcInstant(test.instant))
         #expect(zone.iso8601(instant) == test.iso)
     }
 
@@ -210,7 +210,7 @@ struct ZoneRulesTests {
             ("Asia/Beirut", "2026-10-25", "2026-10-24T22:00Z"),
         ])
     func startOfDay(zone: String, date: String, instant: String) {
-        #expect(zoneRules(zone).startOfDay(localDate(date)) == utc(instant))
+        #expect(zoneRules(zone).start(of: localDate(date)) == utcInstant(instant))
     }
 
     @Test("UTC timestamps as records carry them")
@@ -470,8 +470,8 @@ struct SchedulePeriodTests {
             var lengths: [Int64: Int] = [:]
             while day.year == 2026 {
                 let periods = schedule.periods(on: day)
-                let start = rules.startOfDay(day)
-                let end = rules.startOfDay(day.adding(days: 1))
+                let start = rules.start(of: day).seconds
+                let end = rules.start(of: day.adding(days: 1)).seconds
                 #expect(periods.first?.start == start, "\(zone) \(day) \(bedtime)")
                 #expect(periods.last?.end == end, "\(zone) \(day) \(bedtime)")
                 #expect(periods.allSatisfy { $0.start < $0.end }, "\(zone) \(day) \(bedtime)")
