@@ -15,10 +15,10 @@ extension SocketProtocol {
         let report = status.report
         let json = report.json
         let line = AgentReply(status: report).json.canonicalString
-        let midnight = status.zone.startOfDay(status.date.adding(days: 1))
+        let midnight = status.zone.start(of: status.date.adding(days: 1))
         let next = min(midnight, status.decision.nextChange?.at ?? midnight)
         // Half a second past the moment, so the decision then has moved on.
-        return PeerSocketWatch.View(key: watchKey(json).canonicalString, line: line, lookAgainInMilliseconds: max(.zero, Instant(seconds: next) - now).wholeMilliseconds + 500)
+        return PeerSocketWatch.View(key: watchKey(json).canonicalString, line: line, lookAgainInMilliseconds: max(.zero, next - now).wholeMilliseconds + 500)
     }
 
     /// What decides whether a watcher is sent a status again: the figures in whole minutes, without

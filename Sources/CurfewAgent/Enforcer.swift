@@ -128,7 +128,7 @@ final class Enforcer {
                 let next = thresholds.filter { $0 < left }.max() ?? 0
                 wake(within: Self.untilSecond(left - next, after: now))
             }
-            if let allowed = plan.decision.allowedAgainAt.map({ Instant(seconds: $0) }), allowed > now {
+            if let allowed = plan.decision.allowedAgainAt, allowed > now {
                 wake(within: (allowed - now).wholeMilliseconds + 20)
             }
 

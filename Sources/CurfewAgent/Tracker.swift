@@ -626,7 +626,7 @@ public final class Tracker {
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
             if !hasAppRules
-                && schedule.state(at: now.seconds, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
+                && schedule.state(at: now, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
             {
                 continue
             }

@@ -123,17 +123,17 @@ struct Grant: ParsableCommand {
         let yesterday = today.adding(days: -1)
         // Last night's bedtime as first set, and as the child is in it (with what was granted already).
         let lastNight = Schedule(policy: policy, zone: zone).bedtimeInterval(startingOn: yesterday)
-        let lastNightLasts = lastNight.map { now.seconds < $0.end } ?? false
+        let lastNightLasts = lastNight.map { now < $0.end } ?? false
         var day = requested ?? today
         if requested == nil, delay > 0, lastNightLasts,
             let inForce = try workspace.savedDay(of: user, policy: policy, now: now).schedule.bedtimeInterval(startingOn: yesterday),
-            inForce.start <= now.seconds, inForce.start + Int64(delay) * 60 > now.seconds
+            inForce.start <= now, inForce.start + .seconds(delay * 60) > now
         {
             // After midnight, in last night's bedtime, a delay that lets the child back in now is for
             // that night: it is the bedtime the child is in.
             guard extra == 0, lift.app == nil else {
                 throw CLIError(
-                    "last night's bedtime lasts until \(ChildMessages.when(Instant(seconds: inForce.end), now: now, zone: zone)): move it with a grant "
+                    "last night's bedtime lasts until \(ChildMessages.when(inForce.end, now: now, zone: zone)): move it with a grant "
                         + "of its own (curfew grant \(user) 0 --bedtime \(bedtime ?? "")) and give today's time in another",
                     .invalidArguments)
             }

@@ -241,9 +241,9 @@ struct ScheduleCommand: ParsableCommand {
         let length = periods.reduce(0) { $0 + $1.seconds }
         let allowed = periods.filter { $0.state == .allowed }.reduce(0) { $0 + $1.seconds }
         Output.line("\(user) on \(day.weekday.name) \(day) (\(zone.identifier), a day of \(hours(length)))")
-        let dayStart = zone.startOfDay(day)
-        let dayEnd = zone.startOfDay(day.adding(days: 1))
-        func clock(_ instant: Int64) -> String {
+        let dayStart = zone.start(of: day)
+        let dayEnd = zone.start(of: day.adding(days: 1))
+        func clock(_ instant: Instant) -> String {
             if instant == dayEnd { return "24:00" }
             let second = zone.localTime(at: instant).secondOfDay
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)

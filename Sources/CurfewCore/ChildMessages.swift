@@ -39,8 +39,7 @@ public enum ChildMessages {
     }
 
     /// The lockout starts: `time is up: it is bedtime until tomorrow at 07:00; apps are stopped; ask a parent: curfew request 30m`.
-    /// `allowedAgainAt` in seconds since the epoch, as `Decision` has it.
-    public static func lockout(reason: String, lockout: Lockout, allowedAgainAt: Int64?, now: Instant, zone: ZoneRules) -> String {
+    public static func lockout(reason: String, lockout: Lockout, allowedAgainAt: Instant?, now: Instant, zone: ZoneRules) -> String {
         let what: String
         switch lockout {
         case .logout: what = "your sessions end and logins are refused"
@@ -50,7 +49,7 @@ public enum ChildMessages {
         case .network: what = "the internet is off"
         }
         // A reason that already says until when (a downtime window, a break) keeps its own words.
-        let again = reason.contains(" until ") ? "" : allowedAgainAt.map { " \(until(Instant(seconds: $0), now: now, zone: zone))" } ?? ""
+        let again = reason.contains(" until ") ? "" : allowedAgainAt.map { " \(until($0, now: now, zone: zone))" } ?? ""
         return "time is up: \(reason)\(again); \(what); \(askParent)"
     }
 

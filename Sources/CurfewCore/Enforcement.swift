@@ -124,7 +124,8 @@ public enum Enforcement {
     public static func plan(
         schedule: Schedule, now instant: Instant, usage: DayUsage, running: Set<String>, tracked: Set<String>
     ) -> EnforcementPlan {
-        let now = instant.seconds
+        // Counted from the whole second, as the decision's instants are.
+        let now = Instant(seconds: instant.seconds)
         let policy = schedule.policy
         let decision = schedule.decide(now: instant, usage: usage.scheduleUsage)
         var stop: [String: StopReason] = [:]
@@ -164,9 +165,9 @@ public enum Enforcement {
             if let limitLeft { candidates.append((.dailyLimit, limitLeft)) }
             if let change = decision.nextChange {
                 switch change.state {
-                case .downtime: candidates.append((.downtime(change.window ?? ""), change.at - now))
-                case .weekLimitReached: candidates.append((.weeklyLimit, change.at - now))
-                case .breakTime: candidates.append((.breakTime, change.at - now))
+                case .downtime: candidates.append((.downtime(change.window ?? ""), (change.at - now).wholeSeconds))
+                case .weekLimitReached: candidates.append((.weeklyLimit, (change.at - now).wholeSeconds))
+                case .breakTime: candidates.append((.breakTime, (change.at - now).wholeSeconds))
                 default: break
                 }
             }
@@ -190,7 +191,7 @@ public enum Enforcement {
         }
         return EnforcementPlan(
             decision: decision, sessionAction: action, stopApps: stop, countdowns: countdowns, lockout: lockout,
-            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, untilBedtime: untilBedtime, now: instant))
+            sessionEndsIn: sessionEndsIn(schedule: schedule, decision: decision, untilBedtime: untilBedtime, now: now))
     }
 
     /// `EnforcementPlan.sessionEndsIn`: now when the block in force ends sessions; else the first of the
@@ -212,7 +213,7 @@ public enum Enforcement {
             if let left = decision.weekRemainingSeconds { candidates.append(left) }
         }
         if let change = decision.nextChange, change.state != .allowed, endsSessions(change.state) {
-            candidates.append(change.at - now.seconds)
+            candidates.append((change.at - now).wholeSeconds)
         }
         return candidates.min().map { max(0, $0) }
     }
@@ -222,16 +223,17 @@ extension Schedule {
     /// Seconds from `now` until the next bedtime window starts, if one starts within two days and
     /// `now` is not already in one.
     public func secondsUntilBedtime(from instant: Instant) -> Int64? {
-        let now = instant.seconds
+        // Counted from the whole second, as the schedule's instants are.
+        let now = Instant(seconds: instant.seconds)
         if isBedtime(at: now) { return nil }
         let today = zone.localTime(at: now).date
-        var starts: [Int64] = []
+        var starts: [Instant] = []
         for offset in -1...2 {
             if let window = bedtimeInterval(startingOn: today.adding(days: offset)), window.start > now {
                 starts.append(window.start)
             }
         }
-        return starts.min().map { $0 - now }
+        return starts.min().map { ($0 - now).wholeSeconds }
     }
 }
 
@@ -241,8 +243,8 @@ extension EnforcementPlan {
     /// told it with what to do, `ChildMessages.networkOff`; the audit log keeps it as it is).
     public func networkOffMessage(now: Instant, zone: ZoneRules) -> String {
         let reason = decision.reason ?? "use is not allowed now"
-        guard let again = decision.allowedAgainAt, again > now.seconds else { return "\(reason): the internet is off" }
-        return "\(reason): the internet is off \(ChildMessages.until(Instant(seconds: again), now: now, zone: zone))"
+        guard let again = decision.allowedAgainAt, again > now else { return "\(reason): the internet is off" }
+        return "\(reason): the internet is off \(ChildMessages.until(again, now: now, zone: zone))"
     }
 }
 

@@ -114,8 +114,8 @@ public enum ExtraTime {
     public static func plan(
         for block: UseBlock?, app: String?, minutes: Int, user: String, schedule: Schedule, now instant: Instant
     ) throws(PolicyError) -> Plan {
-        // The schedule's windows are in whole seconds.
-        let now = instant.seconds
+        // The schedule's windows are in whole seconds, and so is now here (a delay is counted from it).
+        let now = Instant(seconds: instant.seconds)
         guard (1...GrantRecord.maxMinutes).contains(minutes) else {
             throw PolicyError("extra time must be between 1 and \(GrantRecord.maxMinutes) minutes, got \(minutes)")
         }
@@ -128,13 +128,13 @@ public enum ExtraTime {
                     continue
                 }
                 let already = schedule.adjustments[night]?.bedtimeDelayMinutes ?? 0
-                let delay = Int((now - window.start + 59) / 60) + minutes
+                let delay = Int(((now - window.start).wholeSeconds + 59) / 60) + minutes
                 try GrantRecord.validate(extraMinutes: 0, bedtimeDelayMinutes: already + delay)
-                let until = window.start + Int64(delay) * 60
+                let until = window.start + .seconds(delay * 60)
                 let words =
                     until >= window.end
-                    ? "no bedtime tonight (it would have ended \(ChildMessages.when(Instant(seconds: window.end), now: instant, zone: zone)))"
-                    : "until \(ChildMessages.when(Instant(seconds: until), now: instant, zone: zone)) (bedtime moved)"
+                    ? "no bedtime tonight (it would have ended \(ChildMessages.when(window.end, now: instant, zone: zone)))"
+                    : "until \(ChildMessages.when(until, now: instant, zone: zone)) (bedtime moved)"
                 return Plan(date: night, bedtimeDelayMinutes: delay, words: words)
             }
         case .downtime(let name)?:
@@ -142,16 +142,16 @@ public enum ExtraTime {
                 for interval in schedule.downtimeIntervals(startingOn: day) where interval.window.name == name {
                     guard interval.start <= now, now < interval.end else { continue }
                     let already = schedule.adjustments[day]?.downtimeDelayMinutes[name] ?? 0
-                    let delay = Int((now - interval.start + 59) / 60) + minutes
+                    let delay = Int(((now - interval.start).wholeSeconds + 59) / 60) + minutes
                     guard already + delay <= GrantRecord.maxMinutes else {
                         throw PolicyError(
                             "downtime delay must be between 1 and \(GrantRecord.maxMinutes) minutes, got \(already + delay)")
                     }
-                    let until = interval.start + Int64(delay) * 60
+                    let until = interval.start + .seconds(delay * 60)
                     let words =
                         until >= interval.end
-                        ? "no more downtime \(name) today (it would have ended at \(ChildMessages.when(Instant(seconds: interval.end), now: instant, zone: zone)))"
-                        : "until \(ChildMessages.when(Instant(seconds: until), now: instant, zone: zone)) (downtime \(name) moved)"
+                        ? "no more downtime \(name) today (it would have ended at \(ChildMessages.when(interval.end, now: instant, zone: zone)))"
+                        : "until \(ChildMessages.when(until, now: instant, zone: zone)) (downtime \(name) moved)"
                     return Plan(
                         date: day, lift: GrantLift(downtime: GrantLift.Window(window: name, delayMinutes: delay)), words: words)
                 }
@@ -191,9 +191,8 @@ public enum ExtraTime {
     /// What a child is told when a grant applies, with until when: `a parent gave you 30m more screen
     /// time today`, `a parent moved bedtime: you may use the computer until 21:30`. `schedule` already
     /// holds the grant. nil for a grant of another day (told when it comes, by status).
-    public static func childMessage(_ grant: GrantSummary, schedule: Schedule, now instant: Instant) -> String? {
+    public static func childMessage(_ grant: GrantSummary, schedule: Schedule, now: Instant) -> String? {
         let zone = schedule.zone
-        let now = instant.seconds
         let today = zone.localTime(at: now).date
         var parts: [String] = []
         if grant.extraMinutes > 0, grant.date == today {
@@ -202,7 +201,7 @@ public enum ExtraTime {
         if grant.bedtimeDelayMinutes > 0, let bedtime = schedule.bedtimeInterval(startingOn: grant.date), now < bedtime.end,
             grant.date >= today.adding(days: -1)
         {
-            parts.append("a parent moved bedtime: you may use the computer until \(ChildMessages.when(Instant(seconds: bedtime.start), now: instant, zone: zone))")
+            parts.append("a parent moved bedtime: you may use the computer until \(ChildMessages.when(bedtime.start, now: now, zone: zone))")
         } else if grant.bedtimeDelayMinutes > 0, grant.date >= today.adding(days: -1),
             schedule.bedtimeWindow(startingOn: grant.date) != nil
         {
@@ -213,7 +212,7 @@ public enum ExtraTime {
                 now < interval.end
             {
                 parts.append(
-                    "a parent moved downtime \(window.window): you may use the computer until \(ChildMessages.when(Instant(seconds: interval.start), now: instant, zone: zone))")
+                    "a parent moved downtime \(window.window): you may use the computer until \(ChildMessages.when(interval.start, now: now, zone: zone))")
             } else {
                 parts.append("a parent lifted downtime \(window.window) for today")
             }

@@ -68,6 +68,6 @@ extension ZoneRules {
     /// The local date and the second of that local day at `instant` (its whole second).
     public func localTime(at instant: Instant) -> (date: LocalDate, secondOfDay: Int) { localTime(at: instant.seconds) }
 
-    /// The first instant of a local day (`startOfDay`, as an instant).
-    public func start(of date: LocalDate) -> Instant { Instant(seconds: startOfDay(date)) }
+    /// ISO 8601 with this zone's offset at the instant (its whole second): `2026-03-29T03:00:00+02:00`.
+    public func iso8601(_ instant: Instant) -> String { iso8601(instant.seconds) }
 }

@@ -37,7 +37,7 @@ public struct LoginVerdict: Sendable, Equatable {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""
             return LoginVerdict(allowed: true, message: "\(user) may log in\(left)")
         }
-        let again = decision.allowedAgainAt.map { describe(instant: Instant(seconds: $0), from: now, zone: schedule.zone) }
+        let again = decision.allowedAgainAt.map { describe(instant: $0, from: now, zone: schedule.zone) }
         return LoginVerdict(
             allowed: false,
             message: "Curfew: " + ChildMessages.loginRefused(user: user, reason: decision.reason ?? "use is not allowed", again: again))

@@ -33,8 +33,8 @@ public enum PolicyHistory {
         var index = 0
         var day = from
         while day <= to {
-            let end = zone.startOfDay(day.adding(days: 1))
-            while index < sorted.count && sorted[index].record.time < end { index += 1 }
+            let end = zone.start(of: day.adding(days: 1))
+            while index < sorted.count && Instant(seconds: sorted[index].record.time) < end { index += 1 }
             if index > 0, let policy = policy(prefix: index) { result[day] = policy }
             day = day.adding(days: 1)
         }

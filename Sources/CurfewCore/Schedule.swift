@@ -52,22 +52,23 @@ public enum BlockCause: Sendable, Equatable {
     }
 }
 
-/// A half-open span of time `[start, end)` in seconds since the epoch.
+/// A half-open span of time `[start, end)`.
 public struct Period: Sendable, Equatable {
-    public var start: Int64
-    public var end: Int64
+    public var start: Instant
+    public var end: Instant
     public var state: UseState
     /// The downtime window that blocks this period, when `state` is `downtime`.
     public var window: String?
 
-    public init(start: Int64, end: Int64, state: UseState, window: String? = nil) {
+    public init(start: Instant, end: Instant, state: UseState, window: String? = nil) {
         self.start = start
         self.end = end
         self.state = state
         self.window = window
     }
 
-    public var seconds: Int64 { end - start }
+    /// Its length in whole seconds.
+    public var seconds: Int64 { (end - start).wholeSeconds }
 }
 
 /// The figures a decision needs about use so far, which only the agent (or its database) knows.
@@ -158,9 +159,9 @@ public struct Schedule: Sendable {
 
     /// The bedtime that starts on `date`, as instants, after any delay a parent granted. nil when there
     /// is none that night, or when a DST change makes it empty.
-    public func bedtimeInterval(startingOn date: LocalDate) -> (start: Int64, end: Int64)? {
+    public func bedtimeInterval(startingOn date: LocalDate) -> (start: Instant, end: Instant)? {
         guard let window = bedtimeWindow(startingOn: date) else { return nil }
-        let delay = Int64(adjustments[date]?.bedtimeDelayMinutes ?? 0) * 60
+        let delay = Duration.seconds((adjustments[date]?.bedtimeDelayMinutes ?? 0) * 60)
         let start = zone.instant(date, window.start) + delay
         let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
         return start < end ? (start, end) : nil
@@ -171,15 +172,14 @@ public struct Schedule: Sendable {
     /// past midnight and the window has not ended by `now` (it is what lets the child in after
     /// midnight, and what `status` and `schedule` should name; a window moved past its end, lifted,
     /// too). The day's own delay wins.
-    public func adjustmentInForce(on date: LocalDate, now instant: Instant) -> DayAdjustment {
-        let now = instant.seconds
+    public func adjustmentInForce(on date: LocalDate, now: Instant) -> DayAdjustment {
         var adjustment = adjustments[date] ?? DayAdjustment()
         let yesterday = date.adding(days: -1)
         guard let last = adjustments[yesterday] else { return adjustment }
-        let midnight = zone.startOfDay(date)
+        let midnight = zone.start(of: date)
         /// Last night's window from `start` to `end` (past midnight), moved `delay` minutes.
         func holds(_ start: ClockTime, _ end: ClockTime, delay: Int) -> Bool {
-            zone.instant(yesterday, start) + Int64(delay) * 60 > midnight && now < zone.instant(date, end)
+            zone.instant(yesterday, start) + .seconds(delay * 60) > midnight && now < zone.instant(date, end)
         }
         if adjustment.bedtimeDelayMinutes == 0, last.bedtimeDelayMinutes > 0, let window = bedtimeWindow(startingOn: yesterday),
             window.crossesMidnight, holds(window.start, window.end, delay: last.bedtimeDelayMinutes)
@@ -200,13 +200,13 @@ public struct Schedule: Sendable {
 
     /// The downtime windows that start on `date` (none on an exception's day that lifts them), as
     /// instants; empty ones (a DST change) left out.
-    public func downtimeIntervals(startingOn date: LocalDate) -> [(start: Int64, end: Int64, window: DowntimeWindow)] {
+    public func downtimeIntervals(startingOn date: LocalDate) -> [(start: Instant, end: Instant, window: DowntimeWindow)] {
         guard !policy.downtime.isEmpty, exception(on: date)?.liftsDowntime != true else { return [] }
         let weekday = date.weekday
-        var intervals: [(start: Int64, end: Int64, window: DowntimeWindow)] = []
+        var intervals: [(start: Instant, end: Instant, window: DowntimeWindow)] = []
         let delays = adjustments[date]?.downtimeDelayMinutes ?? [:]
         for window in policy.downtime where window.days.contains(weekday) {
-            let start = zone.instant(date, window.start) + Int64(delays[window.name] ?? 0) * 60
+            let start = zone.instant(date, window.start) + .seconds((delays[window.name] ?? 0) * 60)
             let end = zone.instant(window.crossesMidnight ? date.adding(days: 1) : date, window.end)
             if start < end { intervals.append((start, end, window)) }
         }
@@ -214,8 +214,8 @@ public struct Schedule: Sendable {
     }
 
     /// Every clock-made block that starts on `date`: bedtime, then downtime windows.
-    func blocks(startingOn date: LocalDate) -> [(start: Int64, end: Int64, cause: BlockCause)] {
-        var blocks: [(start: Int64, end: Int64, cause: BlockCause)] = []
+    func blocks(startingOn date: LocalDate) -> [(start: Instant, end: Instant, cause: BlockCause)] {
+        var blocks: [(start: Instant, end: Instant, cause: BlockCause)] = []
         if let bedtime = bedtimeInterval(startingOn: date) { blocks.append((bedtime.start, bedtime.end, .bedtime)) }
         for interval in downtimeIntervals(startingOn: date) {
             blocks.append((interval.start, interval.end, .downtime(interval.window.name, until: interval.window.end)))
@@ -228,11 +228,11 @@ public struct Schedule: Sendable {
     /// allows use.
     struct DayPlan {
         var date: LocalDate
-        var start: Int64
-        var end: Int64
-        var spans: [(start: Int64, end: Int64, cause: BlockCause?)]
+        var start: Instant
+        var end: Instant
+        var spans: [(start: Instant, end: Instant, cause: BlockCause?)]
 
-        func span(at instant: Int64) -> (start: Int64, end: Int64, cause: BlockCause?) {
+        func span(at instant: Instant) -> (start: Instant, end: Instant, cause: BlockCause?) {
             var low = 0
             var high = spans.count
             while low < high {
@@ -244,9 +244,9 @@ public struct Schedule: Sendable {
     }
 
     func dayPlan(_ date: LocalDate) -> DayPlan {
-        let dayStart = zone.startOfDay(date)
-        let dayEnd = zone.startOfDay(date.adding(days: 1))
-        var blocks: [(start: Int64, end: Int64, cause: BlockCause)] = []
+        let dayStart = zone.start(of: date)
+        let dayEnd = zone.start(of: date.adding(days: 1))
+        var blocks: [(start: Instant, end: Instant, cause: BlockCause)] = []
         for day in [date.adding(days: -1), date] {
             for block in self.blocks(startingOn: day) {
                 let start = max(block.start, dayStart)
@@ -260,10 +260,10 @@ public struct Schedule: Sendable {
             edges.append(block.end)
         }
         edges = Array(Set(edges)).sorted()
-        var spans: [(start: Int64, end: Int64, cause: BlockCause?)] = []
+        var spans: [(start: Instant, end: Instant, cause: BlockCause?)] = []
         for (start, end) in zip(edges, edges.dropFirst()) {
             var cause: BlockCause? = nil
-            var causeEnd: Int64 = 0
+            var causeEnd = Instant.epoch
             for block in blocks where block.start <= start && start < block.end {
                 switch (cause, block.cause) {
                 case (.bedtime?, _): continue
@@ -283,27 +283,6 @@ public struct Schedule: Sendable {
         return DayPlan(date: date, start: dayStart, end: dayEnd, spans: spans)
     }
 
-    /// The local day's bedtime intervals clipped to the day, in order, overlaps merged.
-    func bedtimeIntervals(within dayStart: Int64, _ dayEnd: Int64, date: LocalDate) -> [(Int64, Int64)] {
-        var intervals: [(Int64, Int64)] = []
-        for day in [date.adding(days: -1), date] {
-            guard let window = bedtimeInterval(startingOn: day) else { continue }
-            let start = max(window.start, dayStart)
-            let end = min(window.end, dayEnd)
-            if start < end { intervals.append((start, end)) }
-        }
-        intervals.sort { $0.0 < $1.0 }
-        var merged: [(Int64, Int64)] = []
-        for interval in intervals {
-            if let last = merged.last, interval.0 <= last.1 {
-                merged[merged.count - 1].1 = max(last.1, interval.1)
-            } else {
-                merged.append(interval)
-            }
-        }
-        return merged
-    }
-
     /// The local day from its 00:00 to the next day's 00:00 (23, 24, 24.5 or 25 hours around DST
     /// changes) as contiguous `allowed`, `bedtime` and `downtime` periods (a downtime period names
     /// its window).
@@ -317,7 +296,7 @@ public struct Schedule: Sendable {
         }
     }
 
-    public func isBedtime(at instant: Int64) -> Bool {
+    public func isBedtime(at instant: Instant) -> Bool {
         let date = zone.localTime(at: instant).date
         for day in [date.adding(days: -1), date] {
             if let window = bedtimeInterval(startingOn: day), window.start <= instant, instant < window.end {
@@ -328,13 +307,13 @@ public struct Schedule: Sendable {
     }
 
     /// The state at `instant` given the screen time already used on that local day.
-    public func state(at instant: Int64, usedSeconds: Int64) -> UseState {
+    public func state(at instant: Instant, usedSeconds: Int64) -> UseState {
         let plan = dayPlan(zone.localTime(at: instant).date)
         return state(cause: plan.span(at: instant).cause, date: plan.date, usage: ScheduleUsage(daySeconds: usedSeconds))
     }
 
     /// The state at `instant` given the day's, the week's and the break's figures.
-    public func state(at instant: Int64, usage: ScheduleUsage) -> UseState {
+    public func state(at instant: Instant, usage: ScheduleUsage) -> UseState {
         let plan = dayPlan(zone.localTime(at: instant).date)
         var figures = usage
         if let breaks = policy.breaks, figures.pauseSeconds >= Int64(breaks.lengthMinutes) * 60 { figures.continuousSeconds = 0 }
@@ -369,7 +348,7 @@ public struct Schedule: Sendable {
     /// has counted for its length; any blocked time counts as a pause.
     public func decide(now instant: Instant, usage: ScheduleUsage, horizonDays: Int = 14) -> Decision {
         // The schedule's instants (block edges, the decision's) are whole seconds.
-        let now = instant.seconds
+        let now = Instant(seconds: instant.seconds)
         var plan = dayPlan(zone.localTime(at: now).date)
         let today = plan.date
         let breakAfter = policy.breaks.map { Int64($0.afterMinutes) * 60 }
@@ -388,25 +367,25 @@ public struct Schedule: Sendable {
         var cursor = now
         var current = state
         var nextChange: Decision.Change? = nil
-        var allowedAgain: Int64? = state == .allowed ? now : nil
-        let horizon = zone.startOfDay(today.adding(days: horizonDays + 1))
+        var allowedAgain: Instant? = state == .allowed ? now : nil
+        let horizon = zone.start(of: today.adding(days: horizonDays + 1))
         var steps = 0
         while cursor < horizon, nextChange == nil || allowedAgain == nil, steps < 10_000 {
             steps += 1
             let span = plan.span(at: cursor)
             var end = span.end
             if current == .allowed {
-                if let limit = limitMinutes(on: plan.date) { end = min(end, cursor + Int64(limit) * 60 - figures.daySeconds) }
-                if let week = weekLimitMinutes(on: plan.date) { end = min(end, cursor + Int64(week) * 60 - figures.weekSeconds!) }
-                if let breakAfter { end = min(end, cursor + breakAfter - figures.continuousSeconds) }
-                let used = end - cursor
+                if let limit = limitMinutes(on: plan.date) { end = min(end, cursor + .seconds(Int64(limit) * 60 - figures.daySeconds)) }
+                if let week = weekLimitMinutes(on: plan.date) { end = min(end, cursor + .seconds(Int64(week) * 60 - figures.weekSeconds!)) }
+                if let breakAfter { end = min(end, cursor + .seconds(breakAfter - figures.continuousSeconds)) }
+                let used = (end - cursor).wholeSeconds
                 figures.daySeconds += used
                 figures.weekSeconds! += used
                 figures.continuousSeconds += used
                 figures.pauseSeconds = 0
             } else {
-                if current == .breakTime { end = min(end, cursor + breakLength - figures.pauseSeconds) }
-                figures.pauseSeconds += end - cursor
+                if current == .breakTime { end = min(end, cursor + .seconds(breakLength - figures.pauseSeconds)) }
+                figures.pauseSeconds += (end - cursor).wholeSeconds
                 if breakAfter != nil, figures.pauseSeconds >= breakLength { figures.continuousSeconds = 0 }
             }
             cursor = end
@@ -434,7 +413,7 @@ public struct Schedule: Sendable {
             // From `allowed` the next change is always to a blocked state. It comes before both the
             // limit and bedtime when a new day starts with no time at all (a weekday limit of 0).
             let untilBedtime = secondsUntilBedtime(from: instant)
-            remaining = [limitLeft, weekLeft, untilBedtime, nextChange.map { $0.at - now }].compactMap { $0 }.min()
+            remaining = [limitLeft, weekLeft, untilBedtime, nextChange.map { ($0.at - now).wholeSeconds }].compactMap { $0 }.min()
         default:
             remaining = 0
         }
@@ -458,10 +437,10 @@ public struct Schedule: Sendable {
     }
 }
 
-/// The answer of `Schedule.decide`.
+/// The answer of `Schedule.decide`; its instants are whole seconds.
 public struct Decision: Sendable, Equatable {
     public struct Change: Sendable, Equatable {
-        public var at: Int64
+        public var at: Instant
         public var state: UseState
         /// The downtime window that starts then, when `state` is `downtime`.
         public var window: String? = nil
@@ -481,7 +460,7 @@ public struct Decision: Sendable, Equatable {
     /// The next instant the state changes, assuming continuous use while allowed.
     public var nextChange: Change?
     /// When use is next allowed: `now` if it is allowed now; nil if not within the horizon.
-    public var allowedAgainAt: Int64?
+    public var allowedAgainAt: Instant?
     /// The week's budget in minutes; nil without one.
     public var weekLimitMinutes: Int? = nil
     /// Screen time this week so far, when the policy has a weekly budget.

@@ -52,9 +52,9 @@ public struct UserStatus: Sendable, Equatable {
                 app: rule.app, rule: rule.rule.name, limitMinutes: schedule.appLimitMinutes(rule.app, on: decision.date),
                 seconds: seconds(totals[rule.app] ?? 0), extraMinutes: adjustments[decision.date]?.appExtraMinutes[rule.app])
         }
-        let dayStart = zone.startOfDay(decision.date)
-        let dayEnd = zone.startOfDay(decision.date.adding(days: 1))
-        func clock(_ instant: Int64) -> String {
+        let dayStart = zone.start(of: decision.date)
+        let dayEnd = zone.start(of: decision.date.adding(days: 1))
+        func clock(_ instant: Instant) -> String {
             if instant >= dayEnd { return "24:00" }
             let second = zone.localTime(at: instant).secondOfDay
             return "\(ClockTime(hour: second / 3600, minute: second / 60 % 60))"

@@ -94,7 +94,7 @@ public struct ZoneRules: Sendable {
 
     /// The instant at which the wall clock shows `time` on `date`. In a skipped interval, the first
     /// valid instant after it (the transition itself); in a repeated interval, the first occurrence.
-    public func instant(_ date: LocalDate, _ time: ClockTime) -> Int64 {
+    public func instant(_ date: LocalDate, _ time: ClockTime) -> Instant {
         let wall = Int64(date.daysSinceEpoch) * 86_400 + Int64(time.minuteOfDay) * 60
         let earlierOffset = offset(at: wall - 86_400 * 2)
         let laterOffset = offset(at: wall + 86_400 * 2)
@@ -103,7 +103,7 @@ public struct ZoneRules: Sendable {
             let instant = wall - guess
             if offset(at: instant) == guess { candidates.append(instant) }
         }
-        if let first = candidates.min() { return first }
+        if let first = candidates.min() { return Instant(seconds: first) }
         // Neither offset maps back: the wall time was skipped. The clock jumped forward somewhere in
         // (wall - laterOffset, wall - earlierOffset]; find the first instant on the new offset.
         var low = wall - laterOffset  // still on the earlier offset
@@ -114,11 +114,11 @@ public struct ZoneRules: Sendable {
             let middle = low + (high - low) / 2
             if offset(at: middle) == newOffset { high = middle } else { low = middle }
         }
-        return high
+        return Instant(seconds: high)
     }
 
     /// The first instant of a local day (00:00, or the first valid time after it).
-    public func startOfDay(_ date: LocalDate) -> Int64 { instant(date, ClockTime(hour: 0, minute: 0)) }
+    public func start(of date: LocalDate) -> Instant { instant(date, ClockTime(hour: 0, minute: 0)) }
 
     /// ISO 8601 with this zone's offset at that instant: `2026-03-29T03:00:00+02:00`.
     public func iso8601(_ instant: Int64) -> String {

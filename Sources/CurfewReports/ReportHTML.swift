@@ -182,7 +182,7 @@ extension UsageReport {
         let (left, right, laneHeight, top) = (110.0, 10.0, 22.0, 6.0)
         let height = top + Double(categories.count) * laneHeight + 22
         let start = startInstant
-        let span = Double(max(1, endInstant - start))
+        let span = Double(max(1, (endInstant - start).wholeSeconds))
         page.raw("<section id=\"events\">\n<h2>Events</h2>\n")
         page.raw(
             "<svg id=\"timeline\" class=\"chart\" role=\"img\" aria-labelledby=\"timeline-svg-title timeline-desc\" viewBox=\"0 0 \(Int(width)) \(Int(height))\">\n"
@@ -200,7 +200,7 @@ extension UsageReport {
         page.raw("<text class=\"axis\" x=\"\(svgNumber(width - right))\" y=\"\(svgNumber(axisY))\" text-anchor=\"end\">\(to)</text>\n")
         for (index, event) in events.enumerated() {
             let lane = categories.firstIndex(of: event.category) ?? categories.count - 1
-            let x = left + (width - left - right) * min(1, max(0, Double(event.time - start) / span))
+            let x = left + (width - left - right) * min(1, max(0, Double(event.time - start.seconds) / span))
             let y = top + Double(lane) * laneHeight + laneHeight / 2
             page.raw("<circle class=\"event \(event.category.rawValue)\" data-kind=\"")
             page.text(event.kind)

@@ -168,8 +168,8 @@ public struct UsageReport: Sendable {
         for event in events where event.kind == .extraTimeGranted {
             if case .object(let data)? = event.data, case .string(let record)? = data["record"] { announced.insert(record) }
         }
-        let start = zone.startOfDay(from)
-        let end = zone.startOfDay(to.adding(days: 1))
+        let start = zone.start(of: from).seconds
+        let end = zone.start(of: to.adding(days: 1)).seconds
         for grant in grants where grant.user == user && !announced.contains(grant.id) && grant.date >= from && grant.date <= to {
             timeline.append(
                 TimelineEvent(
@@ -196,9 +196,9 @@ public struct UsageReport: Sendable {
             .sorted { ($0.seconds, $1.app) > ($1.seconds, $0.app) }
     }
 
-    /// Unix seconds where the report's first day starts and its last day ends, in its zone.
-    public var startInstant: Int64 { zone.startOfDay(from) }
-    public var endInstant: Int64 { zone.startOfDay(to.adding(days: 1)) }
+    /// Where the report's first day starts and its last day ends, in its zone.
+    public var startInstant: Instant { zone.start(of: from) }
+    public var endInstant: Instant { zone.start(of: to.adding(days: 1)) }
 
     /// `1h5m`, `45m`, `30s`, `0`: seconds for people.
     public static func duration(_ seconds: Int64) -> String {

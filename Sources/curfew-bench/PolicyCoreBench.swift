@@ -108,14 +108,14 @@ func runPolicyCoreBenchmarks(root: String) throws {
         let periodTime = milliseconds(clock.now - periodStart)
         print("periods of 365 days: \(format(periodTime)) ms (\(periods) periods)")
 
-        let yearStart = schedule.zone.startOfDay(first)
+        let yearStart = schedule.zone.start(of: first)
         let step: Int64 = 300
         let decisions = Int(365 * 86_400 / step)
         var allowed = 0
         let decideStart = clock.now
         for index in 0..<decisions {
-            let now = yearStart + Int64(index) * step
-            let decision = schedule.decide(now: Instant(seconds: now), usedSeconds: Int64(index % 1440) * 5)
+            let now = yearStart + .seconds(Int64(index) * step)
+            let decision = schedule.decide(now: now, usedSeconds: Int64(index % 1440) * 5)
             if decision.state == .allowed { allowed += 1 }
         }
         let decideTime = milliseconds(clock.now - decideStart)
@@ -151,19 +151,19 @@ func runPolicyCoreBenchmarks(root: String) throws {
         policy.sortScheduleLists()
         try policy.validate()
         let schedule = Schedule(policy: policy, zone: ZoneRules(identifier: "Europe/Berlin")!)
-        let yearStart = schedule.zone.startOfDay(first)
+        let yearStart = schedule.zone.start(of: first)
         let step: Int64 = 300
         let decisions = Int(365 * 86_400 / step)
         var states: [UseState: Int] = [:]
         let decideStart = clock.now
         for index in 0..<decisions {
-            let now = yearStart + Int64(index) * step
+            let now = yearStart + .seconds(Int64(index) * step)
             // Up to 4 hours a day and 2.5 a day before it in the week, so every state occurs.
             let used = Int64(index % 288) * 50
             let usage = ScheduleUsage(
                 daySeconds: used, weekSeconds: used + Int64(index / 288 % 7) * 9000, continuousSeconds: Int64(index % 12) * 300,
                 pauseSeconds: index % 5 == 0 ? 300 : 0)
-            states[schedule.decide(now: Instant(seconds: now), usage: usage).state, default: 0] += 1
+            states[schedule.decide(now: now, usage: usage).state, default: 0] += 1
         }
         let decideTime = milliseconds(clock.now - decideStart)
         let counts = UseState.allCases.map { "\(states[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")

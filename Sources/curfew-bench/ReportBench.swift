@@ -88,7 +88,7 @@ func runReportBenchmarks(root: String) throws {
                     (
                         try UsageTable.rows(user: child, from: start, through: last, db),
                         try EventLog.events(
-                            of: child, from: zone.startOfDay(start) * 1000, before: zone.startOfDay(last.adding(days: 1)) * 1000, db)
+                            of: child, from: zone.start(of: start).milliseconds, before: zone.start(of: last.adding(days: 1)).milliseconds, db)
                     )
                 }
                 let report = UsageReport.make(user: child, policy: zonePolicy, zone: zone, from: start, to: last, rows: usage, events: log)

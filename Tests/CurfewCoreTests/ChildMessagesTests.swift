@@ -8,11 +8,11 @@ import Testing
 struct ChildMessagesTests {
     static let zone = ZoneRules(identifier: "Europe/Paris")!
     /// Tuesday 2026-11-24 19:45 in Paris.
-    static let now: Int64 = 1_795_545_900
-    static let tomorrow7 = now + 11 * 3600 + 15 * 60
+    static let now = Instant(seconds: 1_795_545_900)
+    static let tomorrow7 = now + .seconds(11 * 3600 + 15 * 60)
 
     static func warn(_ subject: WarningSubject, _ seconds: Int64) -> String {
-        ChildMessages.warning(Warning(subject: subject, thresholdSeconds: seconds, remainingSeconds: seconds), now: Instant(seconds: now), zone: zone)
+        ChildMessages.warning(Warning(subject: subject, thresholdSeconds: seconds, remainingSeconds: seconds), now: now, zone: zone)
     }
 
     /// Bedtime 19:30-07:00 with the `network` lockout: at `now` the child's traffic is cut.
@@ -28,13 +28,13 @@ struct ChildMessagesTests {
             timezone: "Europe/Paris"),
         zone: zone)
 
-    static func networkOff(at instant: Int64) -> String {
-        let plan = Enforcement.plan(schedule: offline, now: Instant(seconds: instant), usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
-        return ChildMessages.networkOff(plan.networkOffMessage(now: Instant(seconds: instant), zone: zone))
+    static func networkOff(at instant: Instant) -> String {
+        let plan = Enforcement.plan(schedule: offline, now: instant, usage: DayUsage(screenSeconds: 0), running: [], tracked: [])
+        return ChildMessages.networkOff(plan.networkOffMessage(now: instant, zone: zone))
     }
 
-    static func login(at instant: Int64, used: Int64) -> String {
-        LoginVerdict.decide(user: "kid", schedule: refusing, usedSeconds: used, now: Instant(seconds: instant)).message
+    static func login(at instant: Instant, used: Int64) -> String {
+        LoginVerdict.decide(user: "kid", schedule: refusing, usedSeconds: used, now: instant).message
     }
 
     static let table: [(label: String, text: String, expected: String)] = [
@@ -48,7 +48,7 @@ struct ChildMessagesTests {
             "Curfew: kid may not log in now: today's limit of 2h is used up. You may log in again tomorrow at 07:00."
         ),
         (
-            "login refused at bedtime", login(at: now + 6300, used: 0),
+            "login refused at bedtime", login(at: now + .seconds(6300), used: 0),
             "Curfew: kid may not log in now: it is bedtime. You may log in again tomorrow at 07:00."
         ),
         ("daily limit", warn(.dailyLimit, 900), "15 minutes of screen time left today (until 20:00); ask a parent: curfew request 30m"),
@@ -60,31 +60,31 @@ struct ChildMessagesTests {
         ("downtime", warn(.downtime("homework"), 60), "downtime homework starts in 1 minute (at 19:46); save your work"),
         ("break", warn(.breakTime, 300), "a break starts in 5 minutes (at 19:50); save your work"),
         (
-            "bedtime, apps", ChildMessages.lockout(reason: "it is bedtime", lockout: .apps, allowedAgainAt: tomorrow7, now: Instant(seconds: now), zone: zone),
+            "bedtime, apps", ChildMessages.lockout(reason: "it is bedtime", lockout: .apps, allowedAgainAt: tomorrow7, now: now, zone: zone),
             "time is up: it is bedtime until tomorrow at 07:00; apps are stopped; ask a parent: curfew request 30m"
         ),
         (
             "limit, logout",
             ChildMessages.lockout(
-                reason: "today's limit of 2h is used up", lockout: .logout, allowedAgainAt: tomorrow7, now: Instant(seconds: now), zone: zone),
+                reason: "today's limit of 2h is used up", lockout: .logout, allowedAgainAt: tomorrow7, now: now, zone: zone),
             "time is up: today's limit of 2h is used up until tomorrow at 07:00; your sessions end and logins are refused; ask a parent: curfew request 30m"
         ),
         (
             "downtime, lock",
             ChildMessages.lockout(
-                reason: "downtime: homework until 20:30", lockout: .lock, allowedAgainAt: now + 2700, now: Instant(seconds: now), zone: zone),
+                reason: "downtime: homework until 20:30", lockout: .lock, allowedAgainAt: now + .seconds(2700), now: now, zone: zone),
             "time is up: downtime: homework until 20:30; the screen is locked; ask a parent: curfew request 30m"
         ),
         (
             "break, monitor only",
-            ChildMessages.lockout(reason: "time for a 10m break until 19:55", lockout: .none, allowedAgainAt: now + 600, now: Instant(seconds: now), zone: zone),
+            ChildMessages.lockout(reason: "time for a 10m break until 19:55", lockout: .none, allowedAgainAt: now + .seconds(600), now: now, zone: zone),
             "time is up: time for a 10m break until 19:55; nothing is stopped (a parent only watches); ask a parent: curfew request 30m"
         ),
         (
             "week, on Friday",
             ChildMessages.lockout(
-                reason: "this week's limit of 10h is used up", lockout: .apps, allowedAgainAt: now + 3 * 86400 + 11 * 3600 + 900,
-                now: Instant(seconds: now), zone: zone),
+                reason: "this week's limit of 10h is used up", lockout: .apps, allowedAgainAt: now + .seconds(3 * 86400 + 11 * 3600 + 900),
+                now: now, zone: zone),
             "time is up: this week's limit of 10h is used up until Saturday at 07:00; apps are stopped; ask a parent: curfew request 30m"
         ),
         ("app blocked", ChildMessages.appStopped(app: "steam", reason: .blocked), "steam was stopped: a parent blocked it"),
@@ -118,8 +118,8 @@ struct ChildMessagesTests {
     }
 
     @Test func moments() {
-        #expect(ChildMessages.when(Instant(seconds: Self.now + 900), now: Instant(seconds: Self.now), zone: Self.zone) == "20:00")
-        #expect(ChildMessages.when(Instant(seconds: Self.tomorrow7), now: Instant(seconds: Self.now), zone: Self.zone) == "tomorrow at 07:00")
+        #expect(ChildMessages.when(Self.now + .seconds(900), now: Self.now, zone: Self.zone) == "20:00")
+        #expect(ChildMessages.when(Self.tomorrow7, now: Self.now, zone: Self.zone) == "tomorrow at 07:00")
         #expect(ChildMessages.oneLine("two\nlines\u{1B}") == "two lines ")
     }
 }

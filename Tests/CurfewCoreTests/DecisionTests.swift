@@ -21,8 +21,8 @@ struct DecisionCase: Sendable, CustomTestStringConvertible {
     var expected: Decision {
         Decision(
             state: state, date: localDate(date), limitMinutes: limit, usedSeconds: used, limitRemainingSeconds: limitLeft,
-            remainingSeconds: remaining, nextChange: next.map { Decision.Change(at: utc($0.0), state: $0.1) },
-            allowedAgainAt: allowedAgain.map(utc))
+            remainingSeconds: remaining, nextChange: next.map { Decision.Change(at: utcInstant($0.0), state: $0.1) },
+            allowedAgainAt: allowedAgain.map(utcInstant))
     }
 }
 
@@ -222,15 +222,15 @@ struct DecisionTests {
         for zone in ["Europe/Berlin", "Australia/Lord_Howe", "America/Havana"] {
             let schedule = schedule(zone, limit: .minutes(90), weekdayLimits: [.sat: .minutes(0)])
             // Two weeks that include a DST change in each zone.
-            let start: Int64 =
+            let start: Instant =
                 switch zone {
-                case "Europe/Berlin": utc("2026-03-23T00:00Z")
-                case "Australia/Lord_Howe": utc("2026-03-30T00:00Z")
-                default: utc("2026-03-02T00:00Z")
+                case "Europe/Berlin": utcInstant("2026-03-23T00:00Z")
+                case "Australia/Lord_Howe": utcInstant("2026-03-30T00:00Z")
+                default: utcInstant("2026-03-02T00:00Z")
                 }
             var now = start
-            while now < start + 14 * 86_400 {
-                let decision = schedule.decide(now: Instant(seconds: now), usedSeconds: 1800)
+            while now < start + .seconds(14 * 86_400) {
+                let decision = schedule.decide(now: now, usedSeconds: 1800)
                 #expect(decision.state == schedule.state(at: now, usedSeconds: 1800))
                 let inBedtime = schedule.periods(on: decision.date).contains {
                     $0.state == .bedtime && $0.start <= now && now < $0.end
@@ -244,7 +244,7 @@ struct DecisionTests {
                     #expect(decision.remainingSeconds == 0)
                     #expect(decision.allowedAgainAt.map { $0 > now } ?? true)
                 }
-                now += 300
+                now += .seconds(300)
             }
         }
     }

@@ -259,11 +259,11 @@ struct GrantLiftTests {
         #expect(schedule.weekLimitMinutes(on: wednesday) == 630)
         #expect(schedule.weekLimitMinutes(on: wednesday.adding(days: 4)) == 630)
         #expect(schedule.weekLimitMinutes(on: wednesday.adding(days: 5)) == 600)
-        let now = utc("2026-11-25T16:00Z")
-        let decision = schedule.decide(now: Instant(seconds: now), usage: ScheduleUsage(daySeconds: 600, weekSeconds: 36_000))
+        let now = utcInstant("2026-11-25T16:00Z")
+        let decision = schedule.decide(now: now, usage: ScheduleUsage(daySeconds: 600, weekSeconds: 36_000))
         #expect(decision.state == .allowed)
         #expect(decision.weekRemainingSeconds == 1800)
-        #expect(decision.nextChange == Decision.Change(at: now + 1800, state: .weekLimitReached))
+        #expect(decision.nextChange == Decision.Change(at: now + .seconds(1800), state: .weekLimitReached))
     }
 
     @Test func appExtraRaisesTheAppsLimit() {
@@ -285,10 +285,10 @@ struct GrantLiftTests {
     @Test func downtimeDelayMovesTheWindowsStart() {
         let schedule = extraTimeSchedule(adjustments: [wednesday: DayAdjustment(downtimeDelayMinutes: ["school": 150])])
         let periods = schedule.periods(on: wednesday).filter { $0.state == .downtime }
-        #expect(periods == [Period(start: utc("2026-11-25T10:30Z"), end: utc("2026-11-25T15:00Z"), state: .downtime, window: "school")])
+        #expect(periods == [Period(start: utcInstant("2026-11-25T10:30Z"), end: utcInstant("2026-11-25T15:00Z"), state: .downtime, window: "school")])
         // Thursday's window is untouched.
         #expect(
-            schedule.periods(on: wednesday.adding(days: 1)).filter { $0.state == .downtime }.first?.start == utc("2026-11-26T08:00Z"))
+            schedule.periods(on: wednesday.adding(days: 1)).filter { $0.state == .downtime }.first?.start == utcInstant("2026-11-26T08:00Z"))
         // A delay past the window's end lifts it for that day.
         let lifted = extraTimeSchedule(adjustments: [wednesday: DayAdjustment(downtimeDelayMinutes: ["school": 420])])
         #expect(lifted.periods(on: wednesday).allSatisfy { $0.state != .downtime })

@@ -23,7 +23,7 @@ func rulesPolicy(
 typealias PeriodRow = (UseState, String?, String, String)
 
 func periodRows(_ rows: [PeriodRow]) -> [Period] {
-    rows.map { Period(start: utc($0.2), end: utc($0.3), state: $0.0, window: $0.1) }
+    rows.map { Period(start: utcInstant($0.2), end: utcInstant($0.3), state: $0.0, window: $0.1) }
 }
 
 struct DowntimeDayCase: Sendable, CustomTestStringConvertible {
@@ -132,20 +132,20 @@ struct DowntimeTests {
         let school = Self.family.decide(now: utcInstant("2026-03-10T10:00Z"), usedSeconds: 0)
         #expect(school.state == .downtime)
         #expect(school.reason == "downtime: school until 15:00")
-        #expect(school.nextChange == Decision.Change(at: utc("2026-03-10T14:00Z"), state: .allowed))
-        #expect(school.allowedAgainAt == utc("2026-03-10T14:00Z"))
+        #expect(school.nextChange == Decision.Change(at: utcInstant("2026-03-10T14:00Z"), state: .allowed))
+        #expect(school.allowedAgainAt == utcInstant("2026-03-10T14:00Z"))
         #expect(school.remainingSeconds == 0)
 
         let afternoon = Self.family.decide(now: utcInstant("2026-03-10T15:00Z"), usedSeconds: 0)
         #expect(afternoon.state == .allowed)
-        #expect(afternoon.nextChange == Decision.Change(at: utc("2026-03-10T19:00Z"), state: .downtime, window: "evening"))
+        #expect(afternoon.nextChange == Decision.Change(at: utcInstant("2026-03-10T19:00Z"), state: .downtime, window: "evening"))
         #expect(afternoon.remainingSeconds == Int64(4 * 3600))
 
         // From the evening window into bedtime and the next morning's `early` window.
         let evening = Self.family.decide(now: utcInstant("2026-03-10T19:30Z"), usedSeconds: 0)
         #expect(evening.reason == "downtime: evening until 22:00")
-        #expect(evening.nextChange == Decision.Change(at: utc("2026-03-10T20:00Z"), state: .bedtime))
-        #expect(evening.allowedAgainAt == utc("2026-03-11T06:30Z"))
+        #expect(evening.nextChange == Decision.Change(at: utcInstant("2026-03-10T20:00Z"), state: .bedtime))
+        #expect(evening.allowedAgainAt == utcInstant("2026-03-11T06:30Z"))
         #expect(LoginVerdict.decide(user: "kid", schedule: Self.family, usedSeconds: 0, now: utcInstant("2026-03-10T10:00Z")).message
             == "Curfew: kid may not log in now: downtime: school until 15:00. You may log in again at 15:00.")
     }
@@ -174,8 +174,8 @@ struct DowntimeTests {
         var date = localDate("2026-01-01")
         while date.year == 2026 {
             let periods = schedule.periods(on: date)
-            #expect(periods.first?.start == schedule.zone.startOfDay(date))
-            #expect(periods.last?.end == schedule.zone.startOfDay(date.adding(days: 1)))
+            #expect(periods.first?.start == schedule.zone.start(of: date))
+            #expect(periods.last?.end == schedule.zone.start(of: date.adding(days: 1)))
             for (a, b) in zip(periods, periods.dropFirst()) {
                 #expect(a.end == b.start && a.start < a.end && (a.state != b.state || a.window != b.window))
             }
@@ -196,27 +196,27 @@ struct WeeklyBudgetTests {
         #expect(almost.state == .allowed)
         #expect(almost.remainingSeconds == 1800)
         #expect(almost.weekRemainingSeconds == 1800)
-        #expect(almost.nextChange == Decision.Change(at: utc("2026-03-29T12:30Z"), state: .weekLimitReached))
-        #expect(almost.allowedAgainAt == utc("2026-03-29T12:00Z"))
+        #expect(almost.nextChange == Decision.Change(at: utcInstant("2026-03-29T12:30Z"), state: .weekLimitReached))
+        #expect(almost.allowedAgainAt == utcInstant("2026-03-29T12:00Z"))
 
         let spent = Self.schedule.decide(now: utcInstant("2026-03-29T12:30Z"), usage: ScheduleUsage(daySeconds: 1800, weekSeconds: 600 * 60))
         #expect(spent.state == .weekLimitReached)
         #expect(spent.reason == "this week's limit of 10h is used up")
-        #expect(spent.nextChange == Decision.Change(at: utc("2026-03-29T22:00Z"), state: .allowed))
-        #expect(spent.allowedAgainAt == utc("2026-03-29T22:00Z"))
+        #expect(spent.nextChange == Decision.Change(at: utcInstant("2026-03-29T22:00Z"), state: .allowed))
+        #expect(spent.allowedAgainAt == utcInstant("2026-03-29T22:00Z"))
 
         // A new day that is not Monday does not bring the week back.
         let saturday = Self.schedule.decide(now: utcInstant("2026-03-28T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 600 * 60))
-        #expect(saturday.allowedAgainAt == utc("2026-03-29T22:00Z"))
+        #expect(saturday.allowedAgainAt == utcInstant("2026-03-29T22:00Z"))
     }
 
     @Test("the day's limit and the week's: whichever runs out first blocks")
     func both() {
         let schedule = Schedule(policy: rulesPolicy(limit: .minutes(120), weekly: 600), zone: zoneRules("UTC"))
         let dayFirst = schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 6600, weekSeconds: 3600))
-        #expect(dayFirst.nextChange == Decision.Change(at: utc("2026-03-10T12:10Z"), state: .limitReached))
+        #expect(dayFirst.nextChange == Decision.Change(at: utcInstant("2026-03-10T12:10Z"), state: .limitReached))
         let weekFirst = schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usage: ScheduleUsage(daySeconds: 0, weekSeconds: 35_700))
-        #expect(weekFirst.nextChange == Decision.Change(at: utc("2026-03-10T12:05Z"), state: .weekLimitReached))
+        #expect(weekFirst.nextChange == Decision.Change(at: utcInstant("2026-03-10T12:05Z"), state: .weekLimitReached))
         #expect(weekFirst.remainingSeconds == 300)
         // Without the week's figure, today's is all that is known of the week.
         #expect(schedule.decide(now: utcInstant("2026-03-10T12:00Z"), usedSeconds: 0).weekRemainingSeconds == 36_000)
@@ -253,8 +253,8 @@ struct BreakTests {
         let decision = Self.schedule.decide(
             now: utcInstant(test.now), usage: ScheduleUsage(daySeconds: 0, continuousSeconds: test.continuous, pauseSeconds: test.pause))
         #expect(decision.state == test.state)
-        #expect(decision.nextChange == Decision.Change(at: utc(test.next.0), state: test.next.1))
-        #expect(decision.allowedAgainAt == utc(test.allowedAgain))
+        #expect(decision.nextChange == Decision.Change(at: utcInstant(test.next.0), state: test.next.1))
+        #expect(decision.allowedAgainAt == utcInstant(test.allowedAgain))
     }
 
     @Test("the reason says how long and until when; the day's limit at midnight does not end the stretch")
@@ -268,7 +268,7 @@ struct BreakTests {
         // 10 minutes left today run out exactly at midnight, when a new day's hour begins: no change
         // then; the break comes 45 minutes into the stretch, at 00:05.
         let decision = limited.decide(now: utcInstant("2026-03-10T23:50Z"), usage: ScheduleUsage(daySeconds: 3000, continuousSeconds: 1800))
-        #expect(decision.nextChange == Decision.Change(at: utc("2026-03-11T00:05Z"), state: .breakTime))
+        #expect(decision.nextChange == Decision.Change(at: utcInstant("2026-03-11T00:05Z"), state: .breakTime))
         let plan = Enforcement.plan(
             schedule: Self.schedule, now: utcInstant("2026-03-10T12:40Z"), usage: DayUsage(screenSeconds: 0, continuousSeconds: 2400),
             running: [], tracked: [])
@@ -309,7 +309,7 @@ struct ExceptionTests {
         #expect(sunday.state == .allowed)
         #expect(sunday.exception == "2026-03-27..2026-03-29")
         // Monday's limit of 2h is the next thing that blocks: at 02:00 on Monday with use all night.
-        #expect(sunday.nextChange == Decision.Change(at: utc("2026-03-30T00:00Z"), state: .limitReached))
+        #expect(sunday.nextChange == Decision.Change(at: utcInstant("2026-03-30T00:00Z"), state: .limitReached))
     }
 
     @Test("fields left out keep the normal rule; a later bedtime across the DST night")

@@ -160,7 +160,7 @@ struct ZoneRulesTests {
     func instant(_ test: WallTimeCase) {
         let zone = zoneRules(test.zone)
         let instant = zone.instant(localDate(test.date), clock(test.time))
-        #expect(instant == utc(test.instant))
+        #expect(instant == utcInstant(test.instant))
         #expect(zone.iso8601(instant) == test.iso)
     }
 
@@ -210,7 +210,7 @@ struct ZoneRulesTests {
             ("Asia/Beirut", "2026-10-25", "2026-10-24T22:00Z"),
         ])
     func startOfDay(zone: String, date: String, instant: String) {
-        #expect(zoneRules(zone).startOfDay(localDate(date)) == utc(instant))
+        #expect(zoneRules(zone).start(of: localDate(date)) == utcInstant(instant))
     }
 
     @Test("UTC timestamps as records carry them")
@@ -253,7 +253,7 @@ struct PeriodCase: Sendable, CustomTestStringConvertible {
 }
 
 func periodList(_ periods: [(UseState, String, String)]) -> [Period] {
-    periods.map { Period(start: utc($0.1), end: utc($0.2), state: $0.0) }
+    periods.map { Period(start: utcInstant($0.1), end: utcInstant($0.2), state: $0.0) }
 }
 
 /// Zones used for whole-year checks.
@@ -470,14 +470,14 @@ struct SchedulePeriodTests {
             var lengths: [Int64: Int] = [:]
             while day.year == 2026 {
                 let periods = schedule.periods(on: day)
-                let start = rules.startOfDay(day)
-                let end = rules.startOfDay(day.adding(days: 1))
+                let start = rules.start(of: day)
+                let end = rules.start(of: day.adding(days: 1))
                 #expect(periods.first?.start == start, "\(zone) \(day) \(bedtime)")
                 #expect(periods.last?.end == end, "\(zone) \(day) \(bedtime)")
                 #expect(periods.allSatisfy { $0.start < $0.end }, "\(zone) \(day) \(bedtime)")
                 #expect(zip(periods, periods.dropFirst()).allSatisfy { $0.end == $1.start && $0.state != $1.state })
                 #expect(periods.allSatisfy { $0.state != .limitReached })
-                lengths[end - start, default: 0] += 1
+                lengths[(end - start).wholeSeconds, default: 0] += 1
                 day = day.adding(days: 1)
             }
             // Every day is 24 hours, or 23/25 around a one-hour change, or 23.5/24.5 on Lord Howe Island.
@@ -515,10 +515,10 @@ struct SchedulePeriodTests {
                     (.bedtime, "2026-06-05T22:00Z", "2026-06-06T07:00Z"), (.allowed, "2026-06-06T07:00Z", "2026-06-06T19:00Z"),
                     (.bedtime, "2026-06-06T19:00Z", "2026-06-06T22:00Z"),
                 ]))
-        #expect(late.isBedtime(at: utc("2026-06-06T06:59Z")))
-        #expect(!late.isBedtime(at: utc("2026-06-06T07:00Z")))
-        #expect(!late.isBedtime(at: utc("2026-06-05T20:59Z")))
-        #expect(late.isBedtime(at: utc("2026-06-05T21:00Z")))
+        #expect(late.isBedtime(at: utcInstant("2026-06-06T06:59Z")))
+        #expect(!late.isBedtime(at: utcInstant("2026-06-06T07:00Z")))
+        #expect(!late.isBedtime(at: utcInstant("2026-06-05T20:59Z")))
+        #expect(late.isBedtime(at: utcInstant("2026-06-05T21:00Z")))
 
         // No bedtime on Friday night: Friday morning is unchanged, Saturday morning is free.
         let free = schedule("Europe/Berlin", weekdayBedtimes: [.fri: noBedtime])
@@ -587,8 +587,8 @@ struct SchedulePeriodTests {
         // A delay on a spring-forward night counts real minutes: 21:00 CET is 20:00Z, plus 30 minutes.
         let spring = schedule("Europe/Berlin", adjustments: ["2026-03-28": DayAdjustment(bedtimeDelayMinutes: 30)])
         let interval = spring.bedtimeInterval(startingOn: localDate("2026-03-28"))
-        #expect(interval?.start == utc("2026-03-28T20:30Z"))
-        #expect(interval?.end == utc("2026-03-29T05:00Z"))
+        #expect(interval?.start == utcInstant("2026-03-28T20:30Z"))
+        #expect(interval?.end == utcInstant("2026-03-29T05:00Z"))
     }
 
     @Test("extra minutes raise that day's limit only")
@@ -610,12 +610,12 @@ struct SchedulePeriodTests {
     @Test("state at an instant")
     func state() {
         let schedule = schedule("Europe/Berlin", limit: .minutes(60))
-        #expect(schedule.state(at: utc("2026-06-05T10:00Z"), usedSeconds: 0) == .allowed)
-        #expect(schedule.state(at: utc("2026-06-05T10:00Z"), usedSeconds: 3599) == .allowed)
-        #expect(schedule.state(at: utc("2026-06-05T10:00Z"), usedSeconds: 3600) == .limitReached)
-        #expect(schedule.state(at: utc("2026-06-05T19:00Z"), usedSeconds: 0) == .bedtime)
-        #expect(schedule.state(at: utc("2026-06-05T19:00Z"), usedSeconds: 7200) == .bedtime)
-        #expect(schedule.state(at: utc("2026-06-05T02:00Z"), usedSeconds: 0) == .bedtime)
-        #expect(schedule.state(at: utc("2026-06-05T18:59:59Z"), usedSeconds: 0) == .allowed)
+        #expect(schedule.state(at: utcInstant("2026-06-05T10:00Z"), usedSeconds: 0) == .allowed)
+        #expect(schedule.state(at: utcInstant("2026-06-05T10:00Z"), usedSeconds: 3599) == .allowed)
+        #expect(schedule.state(at: utcInstant("2026-06-05T10:00Z"), usedSeconds: 3600) == .limitReached)
+        #expect(schedule.state(at: utcInstant("2026-06-05T19:00Z"), usedSeconds: 0) == .bedtime)
+        #expect(schedule.state(at: utcInstant("2026-06-05T19:00Z"), usedSeconds: 7200) == .bedtime)
+        #expect(schedule.state(at: utcInstant("2026-06-05T02:00Z"), usedSeconds: 0) == .bedtime)
+        #expect(schedule.state(at: utcInstant("2026-06-05T18:59:59Z"), usedSeconds: 0) == .allowed)
     }
 }
