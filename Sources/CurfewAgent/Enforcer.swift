@@ -254,8 +254,7 @@ final class Enforcer {
         logger.notice("lockout", metadata: ["user": "\(user)", "state": "\(plan.decision.state.rawValue)", "lockout": "\(lockout.rawValue)"])
         if lockout != .network {
             // The network lockout tells the child when their traffic is cut (`NetworkLockout`).
-            let words = ChildMessages.lockout(
-                reason: reason, lockout: lockout, allowedAgainAt: plan.decision.allowedAgainAt, now: now, zone: zone)
+            let words = ChildMessages.lockout(plan.decision, lockout: lockout, now: now, zone: zone)
             agent.state.post(AgentState.ChildMessage(user: user, summary: "Curfew", body: words, urgency: 2, kind: .lockout))
         }
         let details = EventDetails.Lockout(

@@ -202,40 +202,16 @@ struct ScheduleCommand: ParsableCommand {
         let limit = schedule.limitMinutes(on: day)
         let exception = schedule.exception(on: day)
         if json {
-            let object = JSONObject([
-                ("user", .string(user)),
-                ("date", .string("\(day)")),
-                ("timezone", .string(zone.identifier)),
-                ("limitMinutes", limit.map { .int(Int64($0)) } ?? .null),
-                ("extraMinutes", .int(Int64(adjustment.extraMinutes))),
-                ("bedtimeDelayMinutes", .int(Int64(adjustment.bedtimeDelayMinutes))),
-                (
-                    "periods",
-                    .array(
-                        periods.map { period in
-                            .object(
-                                JSONObject(
-                                    [
-                                        ("start", .string(zone.iso8601(period.start))),
-                                        ("end", .string(zone.iso8601(period.end))),
-                                        ("state", .string(period.state.rawValue)),
-                                    ] + (period.window.map { [("window", JSONValue.string($0))] } ?? [])))
-                        })
-                ),
-                (
-                    "lockout",
-                    .object(
-                        JSONObject([
-                            ("limit", .string(policy.lockout(for: .limit).rawValue)),
-                            ("bedtime", .string(policy.lockout(for: .bedtime).rawValue)),
-                        ]))
-                ),
-            ])
-            var full = object
-            if let exception { full["exception"] = .string(exception.range) }
-            if let weekly = policy.weeklyLimitMinutes { full["weeklyLimitMinutes"] = .int(Int64(weekly)) }
-            if let breaks = policy.breaks { full["breaks"] = .object(JSONObject([("afterMinutes", .int(Int64(breaks.afterMinutes))), ("lengthMinutes", .int(Int64(breaks.lengthMinutes)))])) }
-            Output.line(JSONValue.object(full).prettyString)
+            Output.json(
+                DayPreviewJSON(
+                    user: user, date: "\(day)", timezone: zone.identifier, limitMinutes: limit, extraMinutes: adjustment.extraMinutes,
+                    bedtimeDelayMinutes: adjustment.bedtimeDelayMinutes,
+                    periods: periods.map { period in
+                        .init(start: zone.iso8601(period.start), end: zone.iso8601(period.end), state: period.state.rawValue, window: period.window)
+                    },
+                    lockout: .init(limit: policy.lockout(for: .limit).rawValue, bedtime: policy.lockout(for: .bedtime).rawValue),
+                    exception: exception?.range, weeklyLimitMinutes: policy.weeklyLimitMinutes,
+                    breaks: policy.breaks.map { .init(afterMinutes: $0.afterMinutes, lengthMinutes: $0.lengthMinutes) }))
             return
         }
         let length = periods.reduce(0) { $0 + $1.seconds }
@@ -296,4 +272,37 @@ struct ScheduleCommand: ParsableCommand {
         let minutes = Int((seconds + 59) / 60)
         return TimeAllowance.format(minutes: minutes)
     }
+}
+
+/// `curfew schedule --json`: the day's figures, its periods in local ISO 8601 times, the lockouts, and
+/// the exception, weekly budget and breaks only when the policy has them.
+struct DayPreviewJSON: Encodable {
+    struct Period: Encodable {
+        var start: String
+        var end: String
+        var state: String
+        var window: String?
+    }
+
+    struct Lockouts: Encodable {
+        var limit: String
+        var bedtime: String
+    }
+
+    struct Breaks: Encodable {
+        var afterMinutes: Int
+        var lengthMinutes: Int
+    }
+
+    var user: String
+    var date: String
+    var timezone: String
+    @OrNull var limitMinutes: Int?
+    var extraMinutes: Int
+    var bedtimeDelayMinutes: Int
+    var periods: [Period]
+    var lockout: Lockouts
+    var exception: String?
+    var weeklyLimitMinutes: Int?
+    var breaks: Breaks?
 }

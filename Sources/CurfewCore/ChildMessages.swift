@@ -38,7 +38,16 @@ public enum ChildMessages {
         }
     }
 
+    /// The lockout the decision brings starts: its reason, and until when unless the reason names its
+    /// own end (a downtime window's or a break's: `blockedUntil`).
+    public static func lockout(_ decision: Decision, lockout: Lockout, now: Instant, zone: ZoneRules) -> String {
+        Self.lockout(
+            reason: decision.reason ?? "use is not allowed now", lockout: lockout,
+            allowedAgainAt: decision.blockedUntil == nil ? decision.allowedAgainAt : nil, now: now, zone: zone)
+    }
+
     /// The lockout starts: `time is up: it is bedtime until tomorrow at 07:00; apps are stopped; ask a parent: curfew request 30m`.
+    /// `allowedAgainAt` adds the `until`; nil for a reason that says it already.
     public static func lockout(reason: String, lockout: Lockout, allowedAgainAt: Instant?, now: Instant, zone: ZoneRules) -> String {
         let what: String
         switch lockout {
@@ -48,8 +57,7 @@ public enum ChildMessages {
         case .none: what = "nothing is stopped (a parent only watches)"
         case .network: what = "the internet is off"
         }
-        // A reason that already says until when (a downtime window, a break) keeps its own words.
-        let again = reason.contains(" until ") ? "" : allowedAgainAt.map { " \(until($0, now: now, zone: zone))" } ?? ""
+        let again = allowedAgainAt.map { " \(until($0, now: now, zone: zone))" } ?? ""
         return "time is up: \(reason)\(again); \(what); \(askParent)"
     }
 

@@ -37,6 +37,21 @@ struct ChildMessagesTests {
         LoginVerdict.decide(user: "kid", schedule: refusing, usedSeconds: used, now: instant).message
     }
 
+    /// Downtime homework 19:00-20:30 and bedtime 21:00-07:00: at `now` (19:45) the window is in force.
+    static let homework = Schedule(
+        policy: Policy(
+            user: "kid", dailyLimit: .minutes(120), bedtime: try! BedtimeWindow.parse("21:00-07:00"), lockout: .lock,
+            timezone: "Europe/Paris",
+            downtime: [
+                DowntimeWindow(name: "homework", start: ClockTime(hour: 19, minute: 0), end: ClockTime(hour: 20, minute: 30), days: Weekday.allCases)
+            ]),
+        zone: zone)
+
+    /// The message of the lockout the schedule's decision brings at `instant`.
+    static func lockout(_ schedule: Schedule, at instant: Instant, lockout: Lockout) -> String {
+        ChildMessages.lockout(schedule.decide(now: instant, usedSeconds: 0), lockout: lockout, now: instant, zone: zone)
+    }
+
     static let table: [(label: String, text: String, expected: String)] = [
         (
             "network off at bedtime", networkOff(at: now),
@@ -72,12 +87,12 @@ struct ChildMessagesTests {
         (
             "downtime, lock",
             ChildMessages.lockout(
-                reason: "downtime: homework until 20:30", lockout: .lock, allowedAgainAt: now + .seconds(2700), now: now, zone: zone),
+                reason: "downtime: homework until 20:30", lockout: .lock, allowedAgainAt: nil, now: now, zone: zone),
             "time is up: downtime: homework until 20:30; the screen is locked; ask a parent: curfew request 30m"
         ),
         (
             "break, monitor only",
-            ChildMessages.lockout(reason: "time for a 10m break until 19:55", lockout: .none, allowedAgainAt: now + .seconds(600), now: now, zone: zone),
+            ChildMessages.lockout(reason: "time for a 10m break until 19:55", lockout: .none, allowedAgainAt: nil, now: now, zone: zone),
             "time is up: time for a 10m break until 19:55; nothing is stopped (a parent only watches); ask a parent: curfew request 30m"
         ),
         (
@@ -86,6 +101,14 @@ struct ChildMessagesTests {
                 reason: "this week's limit of 10h is used up", lockout: .apps, allowedAgainAt: now + .seconds(3 * 86400 + 11 * 3600 + 900),
                 now: now, zone: zone),
             "time is up: this week's limit of 10h is used up until Saturday at 07:00; apps are stopped; ask a parent: curfew request 30m"
+        ),
+        (
+            "decision: downtime names its end once", lockout(homework, at: now, lockout: .lock),
+            "time is up: downtime: homework until 20:30; the screen is locked; ask a parent: curfew request 30m"
+        ),
+        (
+            "decision: bedtime says until when", lockout(homework, at: now + .seconds(2 * 3600), lockout: .lock),
+            "time is up: it is bedtime until tomorrow at 07:00; the screen is locked; ask a parent: curfew request 30m"
         ),
         ("app blocked", ChildMessages.appStopped(app: "steam", reason: .blocked), "steam was stopped: a parent blocked it"),
         (
