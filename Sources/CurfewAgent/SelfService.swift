@@ -45,7 +45,7 @@ extension Agent {
             let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
             try EventLog.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .selfExtension,
+                    time: now, user: user, kind: .selfExtension,
                     message: "took \(TimeAllowance.format(minutes: allowance.minutes)) more without asking (\(used + 1) of \(allowance.perWeek) this week)",
                     details: EventDetails.SelfExtension(
                         request: row.id, minutes: allowance.minutes, date: "\(today)", used: used + 1, perWeek: allowance.perWeek)), db)

@@ -453,7 +453,7 @@ public final class Tracker {
             logger.notice("wall clock jumped; no time credited or lost", metadata: ["seconds": "\(seconds)"])
             pendingEvents.append(
                 AgentEvent(
-                    time: now.wall, kind: .clockJump,
+                    time: Instant(milliseconds: now.wall), kind: .clockJump,
                     message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
                     details: EventDetails.ClockJump(seconds: seconds)))
         }
@@ -528,7 +528,7 @@ public final class Tracker {
             logger.notice("systemd-logind is not available: screen time counts while a managed user has processes")
             pendingEvents.append(
                 AgentEvent(
-                    time: last.wall, kind: .logindUnavailable,
+                    time: Instant(milliseconds: last.wall), kind: .logindUnavailable,
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
@@ -732,7 +732,7 @@ public final class Tracker {
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
-                time: now.milliseconds, user: user, kind: .appStopped, message: message,
+                time: now, user: user, kind: .appStopped, message: message,
                 details: EventDetails.AppStopped(app: app, reason: reason.word, pids: processes.map(\.pid), execDenied: execDenied)))
     }
 
@@ -746,7 +746,7 @@ public final class Tracker {
                 logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
                 pendingEvents.append(
                     AgentEvent(
-                        time: now.milliseconds, user: user, kind: .appStopped,
+                        time: now, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
                         details: EventDetails.AppStopsCounted(app: app, count: count)))
             }

@@ -159,7 +159,7 @@ public struct UsageReport: Sendable {
         }
         var timeline = events.map { event in
             TimelineEvent(
-                time: floorDivide(event.time, 1000), kind: event.kind.rawValue, message: describe(event),
+                time: event.time.seconds, kind: event.kind.rawValue, message: describe(event),
                 category: TimelineEvent.Category(kind: event.kind))
         }
         // A grant the agent never announced (it was off, or the user is no longer managed) is still
