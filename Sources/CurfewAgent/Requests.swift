@@ -35,7 +35,7 @@ extension Agent {
         // The enforcer looks for the parent's answer while a request is outstanding.
         defer { state.noteRequestFiled() }
         return try store.write { db in
-            let (pending, recent) = try RequestTable.counts(user: user, since: (now - .milliseconds(RequestRules.windowMilliseconds)).milliseconds + 1, db)
+            let (pending, recent) = try RequestTable.counts(user: user, since: now - .milliseconds(RequestRules.windowMilliseconds) + .milliseconds(1), db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
             try EventLog.append(
