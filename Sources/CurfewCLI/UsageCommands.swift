@@ -227,7 +227,7 @@ struct Report: ParsableCommand {
                 list.append(
                     UsageReport.Computer(
                         machine: machine, host: newest.host,
-                        screenSeconds: UserStatus.seconds(summaries.reduce(0) { $0 + $1.screenMilliseconds }), lastWritten: newest.time))
+                        screenSeconds: UserStatus.seconds(summaries.reduce(0) { $0 + $1.screenMilliseconds }), lastWritten: Instant(seconds: newest.time)))
             }
             computers = list
         }
