@@ -79,7 +79,7 @@ final class Enforcer {
         while !stop.isSet {
             wake.drain()
             let now = agent.clock.now()
-            step(now: Instant(milliseconds: now.wall), monotonic: now.monotonic)
+            step(now: now.wall, monotonic: now.monotonic)
             _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: nextStepIn)
         }
         deliver(agent.state.takeMessages())

@@ -445,7 +445,7 @@ public final class Tracker {
     public func tick() {
         let now = clock()
         let movement = Accounting.classify(
-            wallDelta: now.wall - last.wall, monotonicDelta: now.monotonic - last.monotonic,
+            wallDelta: (now.wall - last.wall).wholeMilliseconds, monotonicDelta: now.monotonic - last.monotonic,
             boottimeDelta: now.boottime - last.boottime)
         let elapsed = max(0, now.monotonic - last.monotonic)
         if movement.wallJumpMilliseconds != 0 {
@@ -453,12 +453,12 @@ public final class Tracker {
             logger.notice("wall clock jumped; no time credited or lost", metadata: ["seconds": "\(seconds)"])
             pendingEvents.append(
                 AgentEvent(
-                    time: Instant(milliseconds: now.wall), kind: .clockJump,
+                    time: now.wall, kind: .clockJump,
                     message: "the wall clock was set \(seconds >= 0 ? "forward" : "back") by \(abs(seconds)) s; no time was credited or lost",
                     details: EventDetails.ClockJump(seconds: seconds)))
         }
         // The interval started `elapsed` ago in wall time as it is now (a jump does not move it).
-        let intervalStart = (now.wall - elapsed) / 1000
+        let intervalStart = now.wall - .milliseconds(elapsed)
         let policies = state.policies
         // A grant that ends a break: the stretch starts again from nothing.
         for user in state.takeBreaksEnded() { live[user]?.breakClock.endBreak() }
@@ -489,7 +489,7 @@ public final class Tracker {
         observe()
         enforceApps()
         publishExecRules()
-        if !stopRecords.isEmpty { recordUnrecordedStops(now: Instant(milliseconds: now.wall), monotonic: now.monotonic) }
+        if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
         flush(force: false)
         if watchdog {
             let counting = live.values.filter(\.counting).count
@@ -528,7 +528,7 @@ public final class Tracker {
             logger.notice("systemd-logind is not available: screen time counts while a managed user has processes")
             pendingEvents.append(
                 AgentEvent(
-                    time: Instant(milliseconds: last.wall), kind: .logindUnavailable,
+                    time: last.wall, kind: .logindUnavailable,
                     message: "systemd-logind is not available; screen time counts while a managed user has processes"))
         }
         accounts.refresh(for: policies.keys, monotonic: last.monotonic)
@@ -579,7 +579,7 @@ public final class Tracker {
                 counts = !apps.isEmpty
             }
             newObservations[user] = UserObservation(sessionCounts: counts, runningApps: apps)
-            let day = zone(for: policy).localTime(at: Instant(milliseconds: last.wall)).date
+            let day = zone(for: policy).localTime(at: last.wall).date
             var entry = live[user]
             if entry?.day != day {
                 let breakClock = entry?.breakClock ?? storedBreakClock(user: user, policy: policy)
@@ -619,7 +619,7 @@ public final class Tracker {
         // The rules matching uses come from `observe`, which every policy change reaches first (the
         // change wakes the loop for a tick).
         let processes = sampler.cached
-        let now = Instant(milliseconds: clock().wall)
+        let now = clock().wall
         for user in policies.keys.sorted() {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone)
             else { continue }
@@ -676,7 +676,7 @@ public final class Tracker {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone) else { continue }
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: ExecRules.candidates(policy: policy, catalog: catalog),
-                catalog: catalog, now: Instant(milliseconds: now))
+                catalog: catalog, now: now)
             guard !plan.stopApps.isEmpty else { continue }
             users[account.uid] = ExecRules.User(name: user, rules: rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
         }
@@ -702,7 +702,7 @@ public final class Tracker {
         for exec in denied {
             stopped(
                 app: exec.denial.app, reason: exec.denial.reason, user: exec.denial.user,
-                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: Instant(milliseconds: now.wall), monotonic: now.monotonic, execDenied: true)
+                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: now.wall, monotonic: now.monotonic, execDenied: true)
         }
         if dropped > 0 { logger.notice("exec guard: more execs denied than could be told one by one", metadata: ["count": "\(dropped)"]) }
     }
@@ -813,7 +813,7 @@ public final class Tracker {
     func storedBreakClock(user: String, policy: Policy) -> BreakClock {
         guard policy.breaks != nil,
             let text = try? store.read({ try AgentStateTable.get(AgentStateKeys.breakClock(user), $0) }),
-            let clock = BreakClock.restored(text, nowWall: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
+            let clock = BreakClock.restored(text, now: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
         else { return BreakClock() }
         return clock
     }
@@ -838,12 +838,12 @@ public final class Tracker {
             try store.write { db in
                 try UsageTable.add(usage, db)
                 for event in events { try EventLog.append(event, db) }
-                try AgentStateTable.set(AgentStateKeys.lastFlush, last.wall, db)
+                try AgentStateTable.set(AgentStateKeys.lastFlush, last.wall.milliseconds, db)
                 // The break clocks of the users whose time counted (a pause since is the time from
                 // the last write, so theirs is all that changes).
                 for user in Set(usage.keys.map(\.user)) {
                     guard let clock = live[user]?.breakClock else { continue }
-                    try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(atWall: last.wall), db)
+                    try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(at: last.wall), db)
                 }
                 if let (_, text) = claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, text, db) }
             }

@@ -25,7 +25,7 @@ extension Tracker {
             logger.notice("idle or locked claim ignored: an app is busy", metadata: ["user": "\(user)", "session": "\(claim.id)", "claim": "\(kind)", "app": "\(app)"])
             pendingEvents.append(
                 AgentEvent(
-                    time: Instant(milliseconds: last.wall), user: user, kind: .idleClaimIgnored,
+                    time: last.wall, user: user, kind: .idleClaimIgnored,
                     message: "session \(claim.id) of \(user) said it was \(kind) while \(app) was busy; time goes on counting",
                     details: EventDetails.IdleClaimIgnored(session: claim.id, claim: kind, app: app)))
         }
