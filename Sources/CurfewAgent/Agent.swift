@@ -80,7 +80,7 @@ public final class Agent: Sendable {
             try store.write { db in
                 try EventLog.append(
                     AgentEvent(
-                        time: now.milliseconds, kind: .databaseCorrupt,
+                        time: now, kind: .databaseCorrupt,
                         message: "the database was damaged (\(corruption.reason)); it was moved to \(corruption.movedTo) and policy re-imported from the shared directory",
                         details: EventDetails.DatabaseMoved(movedTo: corruption.movedTo)), db)
             }

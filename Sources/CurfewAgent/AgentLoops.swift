@@ -10,8 +10,7 @@ import Synchronization
 /// The agent's blocking loops, each run by a `ThreadService` on a thread of its own.
 extension Agent {
     func runTracker(_ stop: StopFlag) {
-        let started = clock.wallMilliseconds
-        recordEvent(AgentEvent(time: started, kind: .agentStarted, message: "curfewd \(Agent.version) started"))
+        recordEvent(AgentEvent(time: clock.wallInstant, kind: .agentStarted, message: "curfewd \(Agent.version) started"))
         let tracker = Tracker(
             state: state, store: store, catalog: catalog, logger: logger,
             useProcessConnector: configuration.useProcessConnector,
@@ -29,14 +28,14 @@ extension Agent {
             ])
         tracker.run(tickMilliseconds: configuration.tickMilliseconds, until: stop)
         recordEvent(
-            AgentEvent(time: clock.wallMilliseconds, kind: .agentStopped, message: "curfewd stopped"))
+            AgentEvent(time: clock.wallInstant, kind: .agentStopped, message: "curfewd stopped"))
     }
 
     /// Replaces events older than the retention period by per-day counts, keeping the hash chain; says
     /// so in an event. A broken chain is left as it is (and logged): summarising it would hide the break.
     func summariseOldEvents(now: Instant) {
         let days = configuration.eventRetentionDays
-        let before = (now - .seconds(Int64(days) * 86_400)).milliseconds
+        let before = now - .seconds(Int64(days) * 86_400)
         do {
             try store.write { db in
                 try AgentStateTable.set(AgentStateKeys.eventRetentionDays, days, db)
@@ -45,7 +44,7 @@ extension Agent {
                 logger.info("summarised old events", metadata: ["count": "\(count)", "retention.days": "\(days)"])
                 try EventLog.append(
                     AgentEvent(
-                        time: now.milliseconds, kind: .eventsSummarised,
+                        time: now, kind: .eventsSummarised,
                         message: "\(count) events older than \(days) days were replaced by daily counts",
                         details: EventDetails.Summarised(count: count, retentionDays: days)), db)
             }

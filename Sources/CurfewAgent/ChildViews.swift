@@ -72,8 +72,7 @@ extension SocketProtocol {
                 (
                     try UsageTable.rows(user: user, from: from, through: to, db),
                     try EventLog.events(
-                        of: user, from: zone.start(of: from).milliseconds,
-                        before: zone.start(of: to.adding(days: 1)).milliseconds, db)
+                        of: user, from: zone.start(of: from), before: zone.start(of: to.adding(days: 1)), db)
                 )
             }
             let saved = events.map {

@@ -79,7 +79,7 @@ final class Enforcer {
         while !stop.isSet {
             wake.drain()
             let now = agent.clock.now()
-            step(now: Instant(milliseconds: now.wall), monotonic: now.monotonic)
+            step(now: now.wall, monotonic: now.monotonic)
             _ = Readiness.wait([stop.descriptor, wake.descriptor], timeoutMilliseconds: nextStepIn)
         }
         deliver(agent.state.takeMessages())
@@ -150,7 +150,7 @@ final class Enforcer {
                 terminateSince[account.uid] = nil
                 holds.userTerminatedAt[account.uid] = nil
                 agent.recordEvent(
-                    AgentEvent(time: now.milliseconds, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
+                    AgentEvent(time: now, user: user, kind: .allowedAgain, message: "\(user) may use the computer again"))
             }
 
             // While an always-allowed app runs, its session is neither ended nor locked (the tracker
@@ -237,7 +237,7 @@ final class Enforcer {
         if case .app(let name) = warning.subject { app = name }
         let details = EventDetails.Warning(
             subject: warning.subject.word, remainingSeconds: warning.remainingSeconds, thresholdSeconds: warning.thresholdSeconds, app: app)
-        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .warning, message: warning.message, details: details))
+        agent.recordEvent(AgentEvent(time: now, user: user, kind: .warning, message: warning.message, details: details))
     }
 
     func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Instant) {
@@ -259,7 +259,7 @@ final class Enforcer {
         }
         let details = EventDetails.Lockout(
             state: plan.decision.state.rawValue, lockout: lockout.rawValue, allowedAgainAt: plan.decision.allowedAgainAt.map { zone.iso8601($0) })
-        agent.recordEvent(AgentEvent(time: now.milliseconds, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", details: details))
+        agent.recordEvent(AgentEvent(time: now, user: user, kind: .lockout, message: "\(reason): \(what)\(until)", details: details))
     }
 
     /// TerminateSession for each session, again every 2 s while it lives; if the user still has
@@ -277,7 +277,7 @@ final class Enforcer {
             let reason = why?(session)
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .sessionEnded,
+                    time: now, user: user, kind: .sessionEnded,
                     message: "session \(session.id) of \(user) was ended" + (reason.map { ": \($0)" } ?? ""),
                     details: EventDetails.Session(session: session.id, tty: session.tty, why: reason)))
         }
@@ -288,7 +288,7 @@ final class Enforcer {
             call("KillUser", user: user) { try $0.killUser(uid, signal: SIGKILL) }
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .userKilled,
+                    time: now, user: user, kind: .userKilled,
                     message: "\(user)'s sessions did not end within 5 s; every process of \(user) was killed"))
         }
     }
@@ -317,7 +317,7 @@ final class Enforcer {
             guard !session.lockedHint else { continue }
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
+                    time: now, user: user, kind: .sessionLocked, message: "session \(session.id) of \(user) was locked",
                     details: EventDetails.Session(session: session.id)))
         }
         let unlockable = sessions.filter { !$0.canBeLocked || notLocked.contains($0.id) }

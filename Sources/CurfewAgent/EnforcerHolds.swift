@@ -42,7 +42,7 @@ extension Enforcer {
         if last == nil {
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .userKilled,
+                    time: now, user: user, kind: .userKilled,
                     message: "\(user) has no session left; \(user)'s services and remaining processes were ended"))
         }
         if left { wake(within: Self.terminateUserRepeatMilliseconds) }

@@ -88,7 +88,7 @@ final class NetworkLockout {
                 AgentState.ChildMessage(user: user, summary: "Curfew", body: ChildMessages.networkOff(message), urgency: 2, kind: .lockout))
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
+                    time: now, user: user, kind: .networkOff, message: "\(user)'s network traffic is dropped: \(message)",
                     details: EventDetails.Network(uid: uid)))
         }
         defer { verifiedAt = monotonic }
@@ -100,7 +100,7 @@ final class NetworkLockout {
             }
             agent.recordEvent(
                 AgentEvent(
-                    time: now.milliseconds, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
+                    time: now, user: name, kind: .networkOn, message: "\(name)'s network traffic flows again",
                     details: EventDetails.Network(uid: uid)))
         }
         return nextVerification(monotonic)
@@ -131,7 +131,7 @@ final class NetworkLockout {
         logger.warning("the network lockout table was changed by someone else; restored", metadata: ["users": "\(users)"])
         agent.recordEvent(
             AgentEvent(
-                time: now.milliseconds, kind: .networkFilterFailed,
+                time: now, kind: .networkFilterFailed,
                 message: "the network lockout table was changed outside Curfew (a firewall reload?); restored for \(users)"))
         return nil
     }
@@ -147,7 +147,7 @@ final class NetworkLockout {
         if lastFailure != text {
             logger.error("\(what)", metadata: ["error": "\(text)"])
             agent.recordEvent(
-                AgentEvent(time: now.milliseconds, kind: .networkFilterFailed, message: "\(what): \(text)"))
+                AgentEvent(time: now, kind: .networkFilterFailed, message: "\(what): \(text)"))
         }
         lastFailure = text
         return Self.retryMilliseconds

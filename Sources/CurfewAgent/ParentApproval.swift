@@ -52,13 +52,13 @@ extension Agent {
         } catch {
             return .refused(AgentError(.badRequest, error.message + "; nothing changed"))
         }
-        let windowStart = (now - .seconds(PINRules.tryWindowSeconds)).milliseconds + 1
+        let windowStart = now - .seconds(PINRules.tryWindowSeconds) + .milliseconds(1)
         // A child whose tries are used up costs no hashing.
         let earlier = try store.read { db in
-            try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
+            try EventLog.events(of: user, from: windowStart, before: nil, db).filter { $0.kind == .pinTry }
         }
         do throws(PolicyError) {
-            try PINRules.checkRoom(triesInWindow: earlier.map { Instant(milliseconds: $0.time) }, now: now)
+            try PINRules.checkRoom(triesInWindow: earlier.map(\.time), now: now)
         } catch {
             return .refused(AgentError(.tooManyTries, error.message + "; nothing changed"))
         }
@@ -67,9 +67,9 @@ extension Agent {
         let right = try hash.matches(pin)
         // The count again and the event in one transaction: two tries at once cannot both take the last place.
         let outcome: PINTry = try store.write { db in
-            let tries = try EventLog.events(of: user, from: windowStart, before: Int64.max, db).filter { $0.kind == .pinTry }
+            let tries = try EventLog.events(of: user, from: windowStart, before: nil, db).filter { $0.kind == .pinTry }
             do throws(PolicyError) {
-                try PINRules.checkRoom(triesInWindow: tries.map { Instant(milliseconds: $0.time) }, now: now)
+                try PINRules.checkRoom(triesInWindow: tries.map(\.time), now: now)
             } catch {
                 return .full(error)
             }
@@ -77,7 +77,7 @@ extension Agent {
             let words = right ? "the parent's PIN was typed to approve" : "a wrong PIN was typed to approve"
             try EventLog.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .pinTry,
+                    time: now, user: user, kind: .pinTry,
                     message: "\(words) \(TimeAllowance.format(minutes: minutes)) more (try \(count) of \(PINRules.maxTries) in \(PINRules.tryWindowSeconds / 60) minutes)",
                     details: EventDetails.PINTry(right: right, minutes: minutes, try: count, of: PINRules.maxTries)), db)
             return right ? .right : .wrong(triesLeft: PINRules.maxTries - count)

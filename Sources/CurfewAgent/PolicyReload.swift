@@ -53,7 +53,7 @@ extension Agent {
                 logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(entry.version)"])
                 events.append(
                     AgentEvent(
-                        time: now.milliseconds, user: user, kind: .policyKept,
+                        time: now, user: user, kind: .policyKept,
                         message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
                         details: EventDetails.PolicyVersion(version: entry.version)))
             case .failClosed:
@@ -61,14 +61,14 @@ extension Agent {
                 logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now.milliseconds, user: user, kind: .failClosed,
+                        time: now, user: user, kind: .failClosed,
                         message: "no valid policy for \(user); no screen time and no logins until one arrives"))
             }
         }
         for user in resolution.failingOpen.sorted() where failOpenReported.withLock({ $0.insert(user).inserted }) {
             events.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .failOpen,
+                    time: now, user: user, kind: .failOpen,
                     message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
         }
         // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
@@ -79,7 +79,7 @@ extension Agent {
                 logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
                 events.append(
                     AgentEvent(
-                        time: now.milliseconds, user: user, kind: .policyIgnored,
+                        time: now, user: user, kind: .policyIgnored,
                         message: "\(user) is an account of uid 0, which is never managed; its policy is ignored"))
             }
         }
@@ -90,12 +90,12 @@ extension Agent {
             logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
             events.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .policyLoaded,
+                    time: now, user: user, kind: .policyLoaded,
                     message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
                     details: EventDetails.PolicyVersion(version: version)))
         }
         for user in previous.keys where policies[user] == nil {
-            events.append(AgentEvent(time: now.milliseconds, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
+            events.append(AgentEvent(time: now, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
         }
         // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
         // folder of junk must not fill the journal); files gone from the folder are forgotten.
@@ -125,7 +125,7 @@ extension Agent {
             let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
             events.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .recordMissing,
+                    time: now, user: user, kind: .recordMissing,
                     message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
                     details: EventDetails.PolicyVersion(version: version)))
         }

@@ -19,7 +19,7 @@ extension Agent {
         }
         if grant.lift.endsBreak { parts.append("break ended") }
         return AgentEvent(
-            time: now.milliseconds, user: grant.user, kind: .extraTimeGranted,
+            time: now, user: grant.user, kind: .extraTimeGranted,
             message: "\(parts.joined(separator: ", ")) on \(grant.date)",
             details: EventDetails.Grant(
                 record: grant.id, date: "\(grant.date)", minutes: grant.extraMinutes, bedtimeDelayMinutes: grant.bedtimeDelayMinutes,
@@ -35,12 +35,12 @@ extension Agent {
         // The enforcer looks for the parent's answer while a request is outstanding.
         defer { state.noteRequestFiled() }
         return try store.write { db in
-            let (pending, recent) = try RequestTable.counts(user: user, since: (now - .milliseconds(RequestRules.windowMilliseconds)).milliseconds + 1, db)
+            let (pending, recent) = try RequestTable.counts(user: user, since: now - .milliseconds(RequestRules.windowMilliseconds) + .milliseconds(1), db)
             try RequestRules.checkRoom(user: user, pending: pending, recent: recent)
             let request = try RequestTable.add(user: user, minutes: minutes, reason: reason, now: now, cause: cause, app: app, db)
             try EventLog.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .timeRequested,
+                    time: now, user: user, kind: .timeRequested,
                     message: "asked for \(TimeAllowance.format(minutes: minutes)) more"
                         + (app.map { " of \($0)" } ?? "") + (cause.map { " (blocked by \($0.words))" } ?? ""),
                     details: EventDetails.Request(request: request.id, minutes: minutes, reason: reason, cause: cause?.code, app: app)), db)

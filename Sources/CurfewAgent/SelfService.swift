@@ -13,10 +13,10 @@ extension Agent {
     func loadSelfService(of user: String, policy: Policy, now: Instant) throws {
         let zone = Schedule.zone(for: policy)
         let monday = zone.start(of: zone.localTime(at: now).date.weekStart)
-        let uses = try store.read { try RequestTable.selfService(user: user, since: monday.milliseconds, $0) }
+        let uses = try store.read { try RequestTable.selfService(user: user, since: monday, $0) }
         var minutes: [LocalDate: Int] = [:]
         for use in uses {
-            minutes[zone.localTime(at: Instant(milliseconds: use.createdMilliseconds)).date, default: 0] += use.grantedMinutes ?? use.minutes
+            minutes[zone.localTime(at: use.created).date, default: 0] += use.grantedMinutes ?? use.minutes
         }
         state.setSelfService(of: user, minutes)
     }
@@ -40,12 +40,12 @@ extension Agent {
         let today = zone.localTime(at: now).date
         let monday = zone.start(of: today.weekStart)
         let used = try store.write { db in
-            let used = try RequestTable.selfService(user: user, since: monday.milliseconds, db).count
+            let used = try RequestTable.selfService(user: user, since: monday, db).count
             try allowance.checkRoom(usedThisWeek: used)
             let row = try RequestTable.addSelfService(user: user, minutes: allowance.minutes, now: now, db)
             try EventLog.append(
                 AgentEvent(
-                    time: now.milliseconds, user: user, kind: .selfExtension,
+                    time: now, user: user, kind: .selfExtension,
                     message: "took \(TimeAllowance.format(minutes: allowance.minutes)) more without asking (\(used + 1) of \(allowance.perWeek) this week)",
                     details: EventDetails.SelfExtension(
                         request: row.id, minutes: allowance.minutes, date: "\(today)", used: used + 1, perWeek: allowance.perWeek)), db)

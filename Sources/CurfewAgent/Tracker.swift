@@ -445,7 +445,7 @@ public final class Tracker {
     public func tick() {
         let now = clock()
         let movement = Accounting.classify(
-            wallDelta: now.wall - last.wall, monotonicDelta: now.monotonic - last.monotonic,
+            wallDelta: (now.wall - last.wall).wholeMilliseconds, monotonicDelta: now.monotonic - last.monotonic,
             boottimeDelta: now.boottime - last.boottime)
         let elapsed = max(0, now.monotonic - last.monotonic)
         if movement.wallJumpMilliseconds != 0 {
@@ -458,7 +458,7 @@ public final class Tracker {
                     details: EventDetails.ClockJump(seconds: seconds)))
         }
         // The interval started `elapsed` ago in wall time as it is now (a jump does not move it).
-        let intervalStart = (now.wall - elapsed) / 1000
+        let intervalStart = now.wall - .milliseconds(elapsed)
         let policies = state.policies
         // A grant that ends a break: the stretch starts again from nothing.
         for user in state.takeBreaksEnded() { live[user]?.breakClock.endBreak() }
@@ -489,7 +489,7 @@ public final class Tracker {
         observe()
         enforceApps()
         publishExecRules()
-        if !stopRecords.isEmpty { recordUnrecordedStops(now: Instant(milliseconds: now.wall), monotonic: now.monotonic) }
+        if !stopRecords.isEmpty { recordUnrecordedStops(now: now.wall, monotonic: now.monotonic) }
         flush(force: false)
         if watchdog {
             let counting = live.values.filter(\.counting).count
@@ -579,7 +579,7 @@ public final class Tracker {
                 counts = !apps.isEmpty
             }
             newObservations[user] = UserObservation(sessionCounts: counts, runningApps: apps)
-            let day = zone(for: policy).localTime(at: Instant(milliseconds: last.wall)).date
+            let day = zone(for: policy).localTime(at: last.wall).date
             var entry = live[user]
             if entry?.day != day {
                 let breakClock = entry?.breakClock ?? storedBreakClock(user: user, policy: policy)
@@ -619,7 +619,7 @@ public final class Tracker {
         // The rules matching uses come from `observe`, which every policy change reaches first (the
         // change wakes the loop for a tick).
         let processes = sampler.cached
-        let now = Instant(milliseconds: clock().wall)
+        let now = clock().wall
         for user in policies.keys.sorted() {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone)
             else { continue }
@@ -676,7 +676,7 @@ public final class Tracker {
             guard let account = accounts[user], let schedule = state.schedule(of: user, systemZone: systemZone) else { continue }
             let plan = Enforcement.plan(
                 schedule: schedule, live: live[user], running: ExecRules.candidates(policy: policy, catalog: catalog),
-                catalog: catalog, now: Instant(milliseconds: now))
+                catalog: catalog, now: now)
             guard !plan.stopApps.isEmpty else { continue }
             users[account.uid] = ExecRules.User(name: user, rules: rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
         }
@@ -702,7 +702,7 @@ public final class Tracker {
         for exec in denied {
             stopped(
                 app: exec.denial.app, reason: exec.denial.reason, user: exec.denial.user,
-                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: Instant(milliseconds: now.wall), monotonic: now.monotonic, execDenied: true)
+                processes: [ProcessRef(pid: exec.pid, startTime: 0)], now: now.wall, monotonic: now.monotonic, execDenied: true)
         }
         if dropped > 0 { logger.notice("exec guard: more execs denied than could be told one by one", metadata: ["count": "\(dropped)"]) }
     }
@@ -732,7 +732,7 @@ public final class Tracker {
         // Written with the next flush (within 2 s), never in the way of the next kill.
         pendingEvents.append(
             AgentEvent(
-                time: now.milliseconds, user: user, kind: .appStopped, message: message,
+                time: now, user: user, kind: .appStopped, message: message,
                 details: EventDetails.AppStopped(app: app, reason: reason.word, pids: processes.map(\.pid), execDenied: execDenied)))
     }
 
@@ -746,7 +746,7 @@ public final class Tracker {
                 logger.notice("stopped an app again and again", metadata: ["user": "\(user)", "app": "\(app)", "count": "\(count)"])
                 pendingEvents.append(
                     AgentEvent(
-                        time: now.milliseconds, user: user, kind: .appStopped,
+                        time: now, user: user, kind: .appStopped,
                         message: "\(app) was stopped \(count) more time\(count == 1 ? "" : "s") (not recorded one by one)",
                         details: EventDetails.AppStopsCounted(app: app, count: count)))
             }
@@ -813,7 +813,7 @@ public final class Tracker {
     func storedBreakClock(user: String, policy: Policy) -> BreakClock {
         guard policy.breaks != nil,
             let text = try? store.read({ try AgentStateTable.get(AgentStateKeys.breakClock(user), $0) }),
-            let clock = BreakClock.restored(text, nowWall: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
+            let clock = BreakClock.restored(text, now: last.wall, breakLength: policy.breaks.map { Int64($0.lengthMinutes) * 60 })
         else { return BreakClock() }
         return clock
     }
@@ -838,12 +838,12 @@ public final class Tracker {
             try store.write { db in
                 try UsageTable.add(usage, db)
                 for event in events { try EventLog.append(event, db) }
-                try AgentStateTable.set(AgentStateKeys.lastFlush, last.wall, db)
+                try AgentStateTable.set(AgentStateKeys.lastFlush, last.wall.milliseconds, db)
                 // The break clocks of the users whose time counted (a pause since is the time from
                 // the last write, so theirs is all that changes).
                 for user in Set(usage.keys.map(\.user)) {
                     guard let clock = live[user]?.breakClock else { continue }
-                    try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(atWall: last.wall), db)
+                    try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(at: last.wall), db)
                 }
                 if let (_, text) = claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, text, db) }
             }

@@ -247,7 +247,7 @@ struct Requests: ParsableCommand {
                 "\(request.id)", request.user,
                 TimeAllowance.format(minutes: request.minutes) + (request.app.map { " of \($0)" } ?? ""),
                 request.reason ?? "-", request.cause?.words ?? "-",
-                Requests.clock(request.createdMilliseconds / 1000, zone), status,
+                Requests.clock(request.created, zone), status,
             ])
         }
         table(rows, indent: "").forEach { Output.line($0) }
@@ -255,12 +255,12 @@ struct Requests: ParsableCommand {
 
     static func json(_ request: TimeRequest) -> JSONValue {
         guard case .object(var object) = request.json else { return request.json }
-        object["askedAt"] = .string(utcTimestamp(request.createdMilliseconds / 1000))
+        object["askedAt"] = .string(utcTimestamp(request.created.seconds))
         return .object(object)
     }
 
     /// `2026-11-22 14:03` in `zone`.
-    static func clock(_ instant: Int64, _ zone: ZoneRules) -> String {
+    static func clock(_ instant: Instant, _ zone: ZoneRules) -> String {
         let (date, second) = zone.localTime(at: instant)
         return "\(date) \(ClockTime(hour: second / 3600, minute: second / 60 % 60))"
     }

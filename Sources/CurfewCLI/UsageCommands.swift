@@ -202,8 +202,6 @@ struct Report: ParsableCommand {
         guard last.daysSinceEpoch - first.daysSinceEpoch < 3660 else {
             throw CLIError("a report covers at most 10 years, got \(first) to \(last)", .invalidArguments)
         }
-        let start = zone.start(of: first).milliseconds
-        let end = zone.start(of: last.adding(days: 1)).milliseconds
         if throughAgent && allComputers {
             throw CLIError("--all-computers needs the state directory (only a parent may do this; try sudo)", .notPermitted)
         }
@@ -213,7 +211,7 @@ struct Report: ParsableCommand {
             : workspace.openStore().read { db in
                 (
                     try UsageTable.rows(user: target, from: first, through: last, db),
-                    try EventLog.events(of: target, from: start, before: end, db)
+                    try EventLog.events(of: target, from: zone.start(of: first), before: zone.start(of: last.adding(days: 1)), db)
                 )
             }
         var computers: [UsageReport.Computer]? = nil
@@ -229,7 +227,7 @@ struct Report: ParsableCommand {
                 list.append(
                     UsageReport.Computer(
                         machine: machine, host: newest.host,
-                        screenSeconds: UserStatus.seconds(summaries.reduce(0) { $0 + $1.screenMilliseconds }), lastWritten: newest.time))
+                        screenSeconds: UserStatus.seconds(summaries.reduce(0) { $0 + $1.screenMilliseconds }), lastWritten: Instant(seconds: newest.time)))
             }
             computers = list
         }
@@ -303,12 +301,12 @@ struct Events: ParsableCommand {
         if verify && (user != nil || since != nil) {
             throw CLIError("--verify checks the whole log: it takes no user and no --since", .invalidArguments)
         }
-        var sinceMilliseconds: Int64? = nil
+        var earliest: Instant? = nil
         if let since {
             if let date = try? LocalDate.parse(since) {
-                sinceMilliseconds = ZoneRules.system.start(of: date).milliseconds
+                earliest = ZoneRules.system.start(of: date)
             } else if let minutes = try? TimeAllowance.parseMinutes(since) {
-                sinceMilliseconds = (Workspace.now() - .seconds(Int64(minutes) * 60)).milliseconds
+                earliest = Workspace.now() - .seconds(Int64(minutes) * 60)
             } else {
                 throw CLIError("since must be a date (YYYY-MM-DD) or a duration (2h, 30m), got \(quoted(since))", .invalidArguments)
             }
@@ -319,8 +317,8 @@ struct Events: ParsableCommand {
         if verify { return try runVerify(store) }
         let (events, summaries) = try store.read { db in
             (
-                try EventLog.list(user: user, since: sinceMilliseconds, db),
-                try AuditChain.summaries(user: user, since: sinceMilliseconds, db)
+                try EventLog.list(user: user, since: earliest, db),
+                try AuditChain.summaries(user: user, since: earliest, db)
             )
         }
         let zone = ZoneRules.system
@@ -329,13 +327,12 @@ struct Events: ParsableCommand {
                 EventJSON.summary(
                     .init(
                         day: row.day, user: row.user, kind: row.kind, count: row.count,
-                        time: zone.iso8601(floorDivide(row.firstMilliseconds, 1000)),
-                        lastTime: zone.iso8601(floorDivide(row.lastMilliseconds, 1000))))
+                        time: zone.iso8601(row.firstTime), lastTime: zone.iso8601(row.lastTime)))
             }
             let eventValues = events.map { event in
                 EventJSON.event(
                     .init(
-                        id: event.id ?? 0, time: zone.iso8601(event.time / 1000), user: event.user, kind: event.kind.rawValue,
+                        id: event.id ?? 0, time: zone.iso8601(event.time), user: event.user, kind: event.kind.rawValue,
                         message: event.message, data: event.data))
             }
             Output.json(summaryValues + eventValues)
@@ -346,7 +343,7 @@ struct Events: ParsableCommand {
             [row.day, row.user ?? "-", row.kind, "\(row.count) event\(row.count == 1 ? "" : "s") (summarised)"]
         }
         rows += events.map { event -> [String] in
-            let (date, second) = zone.localTime(at: Instant(milliseconds: event.time))
+            let (date, second) = zone.localTime(at: event.time)
             let time = ClockTime(hour: second / 3600, minute: second / 60 % 60)
             return ["\(date) \(time):\(second % 60 < 10 ? "0" : "")\(second % 60)", event.user ?? "-", event.kind.rawValue, event.message]
         }

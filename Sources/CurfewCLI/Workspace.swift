@@ -178,12 +178,12 @@ final class Workspace {
         let (totals, selfService) = try openStore().read { db in
             (
                 try UsageTable.dayTotals(user: user, day: day, db),
-                try RequestTable.selfService(user: user, since: zone.start(of: day).milliseconds, db)
+                try RequestTable.selfService(user: user, since: zone.start(of: day), db)
             )
         }
         var adjustments = try scan(warningsFor: user).adjustments[user] ?? [:]
         // Extra time the child took under their allowance today (`curfew extend`) counts as a grant.
-        for use in selfService where zone.localTime(at: Instant(milliseconds: use.createdMilliseconds)).date == day {
+        for use in selfService where zone.localTime(at: use.created).date == day {
             adjustments[day, default: DayAdjustment()].extraMinutes += use.grantedMinutes ?? use.minutes
         }
         let others =
@@ -204,9 +204,9 @@ final class Workspace {
         var adjustments = scan.adjustments[user] ?? [:]
         let newest = records.max { ($0.record.time, $0.id) < ($1.record.time, $1.id) }
         let zone = (newest?.record.policy).map { Schedule.zone(for: $0) } ?? ZoneRules.system
-        let uses = (try? openStore().read { try RequestTable.selfService(user: user, since: 0, $0) }) ?? []
+        let uses = (try? openStore().read { try RequestTable.selfService(user: user, since: .epoch, $0) }) ?? []
         for use in uses {
-            adjustments[zone.localTime(at: floorDivide(use.createdMilliseconds, 1000)).date, default: DayAdjustment()].extraMinutes +=
+            adjustments[zone.localTime(at: use.created).date, default: DayAdjustment()].extraMinutes +=
                 use.grantedMinutes ?? use.minutes
         }
         return (records, scan.grants.filter { $0.user == user }, adjustments)

@@ -291,14 +291,15 @@ public struct AgentReply: Sendable, Equatable, Codable {
         }
     }
 
-    /// What `usage` answers per event: `{"time", "kind", "message", "data"}` (`data` null when none).
+    /// What `usage` answers per event: `{"time", "kind", "message", "data"}` (`time` in milliseconds
+    /// since the epoch, `data` null when none).
     public struct SavedEvent: Sendable, Equatable, Codable {
-        public var time: Int64
+        public var time: Instant
         public var kind: String
         public var message: String
         public var data: JSONValue?
 
-        public init(time: Int64, kind: String, message: String, data: JSONValue?) {
+        public init(time: Instant, kind: String, message: String, data: JSONValue?) {
             self.time = time
             self.kind = kind
             self.message = message
@@ -307,9 +308,17 @@ public struct AgentReply: Sendable, Equatable, Codable {
 
         enum CodingKeys: String, CodingKey { case time, kind, message, data }
 
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            time = Instant(milliseconds: try container.decode(Int64.self, forKey: .time))
+            kind = try container.decode(String.self, forKey: .kind)
+            message = try container.decode(String.self, forKey: .message)
+            data = try container.decodeIfPresent(JSONValue.self, forKey: .data)
+        }
+
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(time, forKey: .time)
+            try container.encode(time.milliseconds, forKey: .time)
             try container.encode(kind, forKey: .kind)
             try container.encode(message, forKey: .message)
             try container.encode(data ?? .null, forKey: .data)

@@ -222,7 +222,7 @@ public enum EventDetails {
 
 extension AgentEvent {
     /// An event whose `data` is `details` encoded (one of `EventDetails`' types).
-    public init(id: Int64? = nil, time: Int64, user: String? = nil, kind: EventKind, message: String, details: some Encodable) {
+    public init(id: Int64? = nil, time: Instant, user: String? = nil, kind: EventKind, message: String, details: some Encodable) {
         self.init(id: id, time: time, user: user, kind: kind, message: message, data: JSONValueEncoder().value(of: details))
     }
 }

@@ -57,7 +57,7 @@ public struct LoginVerdict: Sendable, Equatable {
     /// event that were only counted (past the user's budget).
     public func event(user: String, service: String, now: Instant, unrecordedBefore: Int = 0) -> AgentEvent {
         AgentEvent(
-            time: now.milliseconds, user: user, kind: .loginRefused, message: message,
+            time: now, user: user, kind: .loginRefused, message: message,
             details: EventDetails.LoginRefused(service: service, unrecordedBefore: unrecordedBefore))
     }
 }

@@ -450,15 +450,15 @@ public struct BreakClock: Sendable, Equatable {
     public var pauseSeconds: Int64 { pauseMilliseconds / 1000 }
 
     /// The clock as the agent keeps it across a restart or a reboot (a child must not end a stretch by
-    /// restarting the computer): `<continuous ms> <pause ms> <wall ms when written>`.
-    public func persisted(atWall wallMilliseconds: Int64) -> String {
-        "\(continuousMilliseconds) \(pauseMilliseconds) \(wallMilliseconds)"
+    /// restarting the computer): `<continuous ms> <pause ms> <wall ms when written>`, written at `now`.
+    public func persisted(at now: Instant) -> String {
+        "\(continuousMilliseconds) \(pauseMilliseconds) \(now.milliseconds)"
     }
 
     /// The clock `persisted` wrote, with the time since then (nothing counted: the agent was not
     /// there to count) as a pause, which ends the stretch when it is a break's length. Nil for text
     /// that is not three non-negative numbers; a wall clock that went back counts no pause.
-    public static func restored(_ text: String, nowWall: Int64, breakLength: Int64?) -> BreakClock? {
+    public static func restored(_ text: String, now: Instant, breakLength: Int64?) -> BreakClock? {
         let fields = text.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count == 3, let continuous = Int64(fields[0]), let pause = Int64(fields[1]), let written = Int64(fields[2]),
             continuous >= 0, pause >= 0, written >= 0
@@ -467,7 +467,7 @@ public struct BreakClock: Sendable, Equatable {
         clock.continuousMilliseconds = continuous
         clock.pauseMilliseconds = pause
         if let breakLength, pause >= breakLength * 1000 { clock.continuousMilliseconds = 0 }
-        clock.advance(by: max(0, nowWall - written), counting: false, breakLength: breakLength)
+        clock.advance(by: max(0, (now - Instant(milliseconds: written)).wholeMilliseconds), counting: false, breakLength: breakLength)
         return clock
     }
 }

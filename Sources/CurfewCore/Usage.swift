@@ -66,7 +66,7 @@ public enum Accounting {
     /// runs during counted session time, always-allowed apps included (reports show them), a shell's
     /// as `terminal`.
     public static func slices(
-        user: String, observation: UserObservation, policy: Policy, zone: ZoneRules, intervalStart: Int64,
+        user: String, observation: UserObservation, policy: Policy, zone: ZoneRules, intervalStart: Instant,
         elapsedMilliseconds: Int64
     ) -> [(UsageKey, Int64)] {
         guard observation.sessionCounts, elapsedMilliseconds > 0 else { return [] }

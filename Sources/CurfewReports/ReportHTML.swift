@@ -200,7 +200,7 @@ extension UsageReport {
         page.raw("<text class=\"axis\" x=\"\(svgNumber(width - right))\" y=\"\(svgNumber(axisY))\" text-anchor=\"end\">\(to)</text>\n")
         for (index, event) in events.enumerated() {
             let lane = categories.firstIndex(of: event.category) ?? categories.count - 1
-            let x = left + (width - left - right) * min(1, max(0, Double(event.time - start.seconds) / span))
+            let x = left + (width - left - right) * min(1, max(0, Double((event.time - start).wholeSeconds) / span))
             let y = top + Double(lane) * laneHeight + laneHeight / 2
             page.raw("<circle class=\"event \(event.category.rawValue)\" data-kind=\"")
             page.text(event.kind)

@@ -61,8 +61,8 @@ public struct UsageReport: Sendable {
             }
         }
 
-        /// Unix time in seconds.
-        public var time: Int64
+        /// When it happened, to the whole second (the start of its second).
+        public var time: Instant
         public var kind: String
         public var message: String
         public var category: Category
@@ -74,10 +74,10 @@ public struct UsageReport: Sendable {
         public var machine: String?
         public var host: String
         public var screenSeconds: Int64
-        /// When its newest usage summary in the period was written (Unix seconds); nil for this computer.
-        public var lastWritten: Int64?
+        /// When its newest usage summary in the period was written; nil for this computer.
+        public var lastWritten: Instant?
 
-        public init(machine: String?, host: String, screenSeconds: Int64, lastWritten: Int64?) {
+        public init(machine: String?, host: String, screenSeconds: Int64, lastWritten: Instant?) {
             self.machine = machine
             self.host = host
             self.screenSeconds = screenSeconds
@@ -159,7 +159,7 @@ public struct UsageReport: Sendable {
         }
         var timeline = events.map { event in
             TimelineEvent(
-                time: floorDivide(event.time, 1000), kind: event.kind.rawValue, message: describe(event),
+                time: Instant(seconds: event.time.seconds), kind: event.kind.rawValue, message: describe(event),
                 category: TimelineEvent.Category(kind: event.kind))
         }
         // A grant the agent never announced (it was off, or the user is no longer managed) is still
@@ -168,12 +168,12 @@ public struct UsageReport: Sendable {
         for event in events where event.kind == .extraTimeGranted {
             if case .object(let data)? = event.data, case .string(let record)? = data["record"] { announced.insert(record) }
         }
-        let start = zone.start(of: from).seconds
-        let end = zone.start(of: to.adding(days: 1)).seconds
+        let start = zone.start(of: from)
+        let end = zone.start(of: to.adding(days: 1))
         for grant in grants where grant.user == user && !announced.contains(grant.id) && grant.date >= from && grant.date <= to {
             timeline.append(
                 TimelineEvent(
-                    time: min(max(grant.time, start), end - 1), kind: EventKind.extraTimeGranted.rawValue,
+                    time: min(max(Instant(seconds: grant.time), start), end - .seconds(1)), kind: EventKind.extraTimeGranted.rawValue,
                     message: grant.words + (grant.requestId.map { " (request \($0))" } ?? ""), category: .grant))
         }
         timeline.sort { ($0.time, $0.kind, $0.message) < ($1.time, $1.kind, $1.message) }

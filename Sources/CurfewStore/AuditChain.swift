@@ -30,7 +30,7 @@ public enum AuditChain {
     static func summaryHash(previous: String, _ row: SummaryRow) -> String {
         let content = JSONValue.array([
             .int(row.firstEvent), .int(row.lastEvent), .string(row.day), row.user.map { .string($0) } ?? .null,
-            .string(row.kind), .int(row.count), .int(row.firstMilliseconds), .int(row.lastMilliseconds),
+            .string(row.kind), .int(row.count), .int(row.firstTime.milliseconds), .int(row.lastTime.milliseconds),
             .string(row.previousHash), .string(row.lastHash),
         ])
         return sha256Hex("curfew-event-summary-v1\n\(previous)\n\(content.canonicalString)")
@@ -86,20 +86,22 @@ public enum AuditChain {
         public var user: String?
         public var kind: String
         public var count: Int64
-        public var firstMilliseconds: Int64
-        public var lastMilliseconds: Int64
+        /// The times of the first and last event counted.
+        public var firstTime: Instant
+        public var lastTime: Instant
         /// The `prev_hash` of the first event replaced, and the `hash` of the last one.
         public var previousHash: String
         public var lastHash: String
         public var hash: String
     }
 
-    public static func summaries(user: String?, since: Int64?, _ db: Database) throws -> [SummaryRow] {
+    /// The summary rows whose last event is at or after `since`, of `user` (and of no user) when given.
+    public static func summaries(user: String?, since: Instant?, _ db: Database) throws -> [SummaryRow] {
         var sql = """
             SELECT id, first_event, last_event, day, user, kind, count, first_ms, last_ms, prev_hash, last_hash, hash
             FROM event_summaries WHERE last_ms >= ?
             """
-        var arguments: StatementArguments = [since ?? Int64.min]
+        var arguments: StatementArguments = [since?.milliseconds ?? Int64.min]
         if let user {
             sql += " AND (user = ? OR user IS NULL)"
             arguments += [user]
@@ -111,7 +113,8 @@ public enum AuditChain {
     static func summaryRow(_ row: Row) -> SummaryRow {
         SummaryRow(
             id: row["id"], firstEvent: row["first_event"], lastEvent: row["last_event"], day: row["day"], user: row["user"], kind: row["kind"], count: row["count"],
-            firstMilliseconds: row["first_ms"], lastMilliseconds: row["last_ms"], previousHash: row["prev_hash"], lastHash: row["last_hash"], hash: row["hash"])
+            firstTime: Instant(milliseconds: row["first_ms"]), lastTime: Instant(milliseconds: row["last_ms"]), previousHash: row["prev_hash"],
+            lastHash: row["last_hash"], hash: row["hash"])
     }
 
     /// What `verify` found.
@@ -218,13 +221,13 @@ public enum AuditChain {
         public var description: String { "the audit log's hash chain is broken at \(link); nothing was summarised" }
     }
 
-    /// Replaces the oldest events, in chain order, while each is older than `before` (ms), by summary
+    /// Replaces the oldest events, in chain order, while each is older than `before`, by summary
     /// rows per local day (in `zone`), user and kind, in one transaction; returns how many events were
     /// replaced. The run stops at the first event not older than `before` (an event stamped in the
     /// future by a wrong clock holds back those after it: nothing is summarised early). A broken chain
     /// is never summarised (that would hide the tampering): it throws `BrokenChainError`.
     @discardableResult
-    public static func summarise(before: Int64, zone: ZoneRules, _ db: Database) throws -> Int {
+    public static func summarise(before: Instant, zone: ZoneRules, _ db: Database) throws -> Int {
         guard db.isInsideTransaction else {
             var count = 0
             try db.inTransaction(.immediate) {
@@ -250,7 +253,7 @@ public enum AuditChain {
         let events = try Row.fetchCursor(db, sql: "SELECT id, time_ms, user, kind, prev_hash, hash, data FROM events ORDER BY id")
         while let row = try events.next() {
             let time: Int64 = row["time_ms"]
-            guard time < before else { break }
+            guard time < before.milliseconds else { break }
             let id: Int64 = row["id"]
             if firstEvent == nil {
                 firstEvent = id
@@ -260,7 +263,7 @@ public enum AuditChain {
             lastHash = row["hash"]
             replaced += 1
             let kind: String = row["kind"]
-            let day = "\(zone.localTime(at: floorDivide(time, 1000)).date)"
+            let day = "\(zone.localTime(at: Instant(milliseconds: time)).date)"
             let user: String? = row["user"]
             var group = groups[[day, user, kind], default: Group()]
             group.count += 1
@@ -287,11 +290,11 @@ public enum AuditChain {
         for (key, group) in ordered {
             var row = SummaryRow(
                 id: 0, firstEvent: firstEvent, lastEvent: lastEvent, day: key[0] ?? "", user: key[1],
-                kind: key[2] ?? "", count: group.count, firstMilliseconds: group.first, lastMilliseconds: group.last,
+                kind: key[2] ?? "", count: group.count, firstTime: Instant(milliseconds: group.first), lastTime: Instant(milliseconds: group.last),
                 previousHash: previousHash, lastHash: lastHash, hash: "")
             row.hash = summaryHash(previous: summaryPrevious, row)
             try insert.execute(arguments: [
-                row.firstEvent, row.lastEvent, row.day, row.user, row.kind, row.count, row.firstMilliseconds, row.lastMilliseconds,
+                row.firstEvent, row.lastEvent, row.day, row.user, row.kind, row.count, row.firstTime.milliseconds, row.lastTime.milliseconds,
                 row.previousHash, row.lastHash, row.hash,
             ])
             summaryPrevious = row.hash

@@ -11,10 +11,11 @@ public struct TimeRequest: Sendable, Equatable {
     public var user: String
     public var minutes: Int
     public var reason: String?
-    /// When the child asked, milliseconds since the epoch.
-    public var createdMilliseconds: Int64
+    /// When the child asked.
+    public var created: Instant
     public var status: Status
-    public var answeredMilliseconds: Int64?
+    /// When a parent (or the allowance) answered; nil while pending.
+    public var answered: Instant?
     /// What a parent granted when approving (may differ from `minutes`).
     public var grantedMinutes: Int?
     /// Who answered: the parent's account or key.
@@ -28,8 +29,8 @@ public struct TimeRequest: Sendable, Equatable {
     public var app: String?
 
     public init(
-        id: Int64, user: String, minutes: Int, reason: String?, createdMilliseconds: Int64, status: Status,
-        answeredMilliseconds: Int64? = nil, grantedMinutes: Int? = nil, answeredBy: String? = nil, notified: Bool = false,
+        id: Int64, user: String, minutes: Int, reason: String?, created: Instant, status: Status,
+        answered: Instant? = nil, grantedMinutes: Int? = nil, answeredBy: String? = nil, notified: Bool = false,
         cause: UseBlock? = nil, app: String? = nil
     ) {
         self.cause = cause
@@ -38,9 +39,9 @@ public struct TimeRequest: Sendable, Equatable {
         self.user = user
         self.minutes = minutes
         self.reason = reason
-        self.createdMilliseconds = createdMilliseconds
+        self.created = created
         self.status = status
-        self.answeredMilliseconds = answeredMilliseconds
+        self.answered = answered
         self.grantedMinutes = grantedMinutes
         self.answeredBy = answeredBy
         self.notified = notified
@@ -67,8 +68,9 @@ public enum RequestTable {
 
     static func request(_ row: Row) -> TimeRequest {
         TimeRequest(
-            id: row["id"], user: row["user"], minutes: row["minutes"], reason: row["reason"], createdMilliseconds: row["created_ms"],
-            status: TimeRequest.Status(rawValue: row["status"]) ?? .pending, answeredMilliseconds: row["answered_ms"],
+            id: row["id"], user: row["user"], minutes: row["minutes"], reason: row["reason"], created: Instant(milliseconds: row["created_ms"]),
+            status: TimeRequest.Status(rawValue: row["status"]) ?? .pending,
+            answered: (row["answered_ms"] as Int64?).map(Instant.init(milliseconds:)),
             grantedMinutes: row["granted_minutes"], answeredBy: row["answered_by"], notified: row["notified"],
             cause: (row["cause"] as String?).flatMap(UseBlock.init(code:)), app: row["app"])
     }
@@ -82,7 +84,7 @@ public enum RequestTable {
             sql: "INSERT INTO requests (user, minutes, reason, created_ms, cause, app) VALUES (?, ?, ?, ?, ?, ?)",
             arguments: [user, minutes, reason, now.milliseconds, cause?.code, app])
         return TimeRequest(
-            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, createdMilliseconds: now.milliseconds,
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: reason, created: now,
             status: .pending, cause: cause, app: app)
     }
 
@@ -100,29 +102,29 @@ public enum RequestTable {
                 """,
             arguments: [user, minutes, now.milliseconds, now.milliseconds, minutes, selfService])
         return TimeRequest(
-            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: nil, createdMilliseconds: now.milliseconds, status: .approved,
-            answeredMilliseconds: now.milliseconds, grantedMinutes: minutes, answeredBy: selfService, notified: true)
+            id: db.lastInsertedRowID, user: user, minutes: minutes, reason: nil, created: now, status: .approved,
+            answered: now, grantedMinutes: minutes, answeredBy: selfService, notified: true)
     }
 
-    /// The self-service extensions of `user` made at or after `since` (milliseconds), oldest first.
-    public static func selfService(user: String, since: Int64, _ db: Database) throws -> [TimeRequest] {
+    /// The self-service extensions of `user` made at or after `since`, oldest first.
+    public static func selfService(user: String, since: Instant, _ db: Database) throws -> [TimeRequest] {
         try Row.fetchAll(
             db,
             sql: "SELECT \(columns) FROM requests WHERE user = ? AND answered_by = ? AND status = 'approved' AND created_ms >= ? ORDER BY id",
-            arguments: [user, selfService, since]
+            arguments: [user, selfService, since.milliseconds]
         ).map(request)
     }
 
     /// How many requests of `user` are waiting for an answer, and how many were made at or after
-    /// `since` (milliseconds; answered ones included): what `RequestRules.checkRoom` weighs.
-    public static func counts(user: String, since: Int64, _ db: Database) throws -> (pending: Int, recent: Int) {
+    /// `since` (answered ones included): what `RequestRules.checkRoom` weighs.
+    public static func counts(user: String, since: Instant, _ db: Database) throws -> (pending: Int, recent: Int) {
         let row = try Row.fetchOne(
             db,
             sql: """
                 SELECT COALESCE(SUM(status = 'pending'), 0), COALESCE(SUM(created_ms >= ?), 0)
                 FROM requests WHERE user = ? AND (status = 'pending' OR created_ms >= ?)
                 """,
-            arguments: [since, user, since])
+            arguments: [since.milliseconds, user, since.milliseconds])
         return (row?[0] ?? 0, row?[1] ?? 0)
     }
 
@@ -182,8 +184,8 @@ extension TimeRequest {
     /// The form the socket and `curfew requests --json` use.
     public var record: AgentReply.RecordedRequest {
         AgentReply.RecordedRequest(
-            id: id, user: user, minutes: minutes, reason: reason, createdMs: createdMilliseconds, status: status.rawValue,
-            answeredMs: answeredMilliseconds, grantedMinutes: grantedMinutes, answeredBy: answeredBy, cause: cause?.code, app: app)
+            id: id, user: user, minutes: minutes, reason: reason, createdMs: created.milliseconds, status: status.rawValue,
+            answeredMs: answered?.milliseconds, grantedMinutes: grantedMinutes, answeredBy: answeredBy, cause: cause?.code, app: app)
     }
 
     public var json: JSONValue { JSONValueEncoder().value(of: record) }

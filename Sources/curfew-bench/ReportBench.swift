@@ -53,7 +53,7 @@ func runReportBenchmarks(root: String) throws {
                     let noon = Int64(day.daysSinceEpoch) * 86_400_000 + 14 * 3_600_000
                     for (index, kind) in ["warning", "warning", "lockout", "app-stopped", "login-refused", "policy-loaded"].enumerated() {
                         try EventLog.append(
-                            AgentEvent(time: noon + Int64(hours * 3_600_000 + index * 60_000), user: child, kind: EventKind(rawValue: kind), message: "\(kind) \(offset)"),
+                            AgentEvent(time: Instant(milliseconds: noon + Int64(hours * 3_600_000 + index * 60_000)), user: child, kind: EventKind(rawValue: kind), message: "\(kind) \(offset)"),
                             db)
                         events += 1
                     }
@@ -88,7 +88,7 @@ func runReportBenchmarks(root: String) throws {
                     (
                         try UsageTable.rows(user: child, from: start, through: last, db),
                         try EventLog.events(
-                            of: child, from: zone.start(of: start).milliseconds, before: zone.start(of: last.adding(days: 1)).milliseconds, db)
+                            of: child, from: zone.start(of: start), before: zone.start(of: last.adding(days: 1)), db)
                     )
                 }
                 let report = UsageReport.make(user: child, policy: zonePolicy, zone: zone, from: start, to: last, rows: usage, events: log)

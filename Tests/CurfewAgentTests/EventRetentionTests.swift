@@ -14,14 +14,14 @@ import Testing
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-retention-\(UUID().uuidString)").path
         let state = "\(root)/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let day: Int64 = 86_400_000
+        let now = Instant(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        let day = Duration.seconds(86_400)
         let store = try StateStore(path: "\(state)/curfew.db")
         try store.write { db in
             for age in [400, 399, 399, 45, 31] {
-                try EventLog.append(AgentEvent(time: now - Int64(age) * day, user: "kid", kind: .warning, message: "\(age) days ago"), db)
+                try EventLog.append(AgentEvent(time: now - day * age, user: "kid", kind: .warning, message: "\(age) days ago"), db)
             }
-            try EventLog.append(AgentEvent(time: now - 2 * day, user: "kid", kind: .lockout, message: "recent"), db)
+            try EventLog.append(AgentEvent(time: now - day * 2, user: "kid", kind: .lockout, message: "recent"), db)
         }
         if tamper { try store.write { try $0.execute(sql: "UPDATE events SET message = 'edited' WHERE id = 2") } }
         var configuration = AgentConfiguration(

@@ -96,16 +96,16 @@ import Testing
         #expect(
             sixth["message"] == .string("at most 5 requests may wait for an answer, nobody has 5; wait until a parent answers them"))
         // A parent answers them all: five more may be asked, then the hour is full.
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = Instant(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
             }
         }
         for _ in 0..<5 { #expect(answer(agent, ask, uid: 65534)["ok"] == .bool(true)) }
         try agent.store.write { db in
             for request in try RequestTable.pending(db) {
-                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: Instant(milliseconds: now), db)
+                try RequestTable.answer(id: request.id, status: .denied, minutes: nil, by: "parent", now: now, db)
             }
         }
         let eleventh = answer(agent, ask, uid: 65534)
@@ -115,9 +115,9 @@ import Testing
         let events = try agent.store.read { try EventLog.list(user: "nobody", since: nil, $0) }
         #expect(events.filter { $0.kind == .timeRequested }.count == 10)
         // An hour later none of them counts any more.
-        let later = try agent.store.read { try RequestTable.counts(user: "nobody", since: now + 3_600_000, $0) }
+        let later = try agent.store.read { try RequestTable.counts(user: "nobody", since: now + .seconds(3_600), $0) }
         #expect(later.pending == 0 && later.recent == 0)
-        let counted = try agent.store.read { try RequestTable.counts(user: "nobody", since: now - 3_600_000, $0) }
+        let counted = try agent.store.read { try RequestTable.counts(user: "nobody", since: now - .seconds(3_600), $0) }
         #expect(counted.pending == 0 && counted.recent == 10)
     }
 

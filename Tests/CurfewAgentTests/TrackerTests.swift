@@ -37,14 +37,14 @@ struct TrackerTests {
             reading.withLock {
                 $0.monotonic += monotonic
                 $0.boottime += boottime ?? monotonic
-                $0.wall += wall ?? monotonic
+                $0.wall += .milliseconds(wall ?? monotonic)
             }
         }
         var now: ClockReading { reading.withLock { $0 } }
     }
 
     // 2026-11-21 12:00:00 UTC.
-    static let noon: Int64 = 1_795_262_400_000
+    static let noon = Instant(milliseconds: 1_795_262_400_000)
 
     func tracker(_ clock: FakeClock) throws -> (Tracker, StateStore, String, Subject) {
         let subject = try Subject()
@@ -146,11 +146,11 @@ struct TrackerTests {
             let now = clock.now
             tracker.stopped(
                 app: app, reason: StopReason.blocked, user: user, processes: (0..<pids).map { ProcessRef(pid: 1_000 + $0, startTime: 1) },
-                now: Instant(milliseconds: now.wall), monotonic: now.monotonic)
+                now: now.wall, monotonic: now.monotonic)
         }
         for _ in 0..<500 { stop("steam", pids: 2) }
         for _ in 0..<3 { stop("minecraft", pids: 1) }
-        tracker.recordUnrecordedStops(now: Instant(milliseconds: clock.now.wall), monotonic: clock.now.monotonic)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         tracker.flush(force: true)
         func stopEvents() throws -> [AgentEvent] {
             try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == .appStopped }
@@ -159,16 +159,16 @@ struct TrackerTests {
         #expect(tracker.state.takeMessages().count <= AgentState.maxOutbox)
         // A minute later: one token, for the first app in name order; another minute, the next.
         clock.advance(monotonic: 60_000)
-        tracker.recordUnrecordedStops(now: Instant(milliseconds: clock.now.wall), monotonic: clock.now.monotonic)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         clock.advance(monotonic: 60_000)
-        tracker.recordUnrecordedStops(now: Instant(milliseconds: clock.now.wall), monotonic: clock.now.monotonic)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         tracker.flush(force: true)
         let summaries = try stopEvents().dropFirst(Tracker.stopEventBurst).map(\.message)
         #expect(summaries == ["minecraft was stopped 3 more times (not recorded one by one)", "steam was stopped 880 more times (not recorded one by one)"])
         #expect(tracker.stopRecords[user]?.unrecorded.isEmpty == true)
         // Once the budget is full again, nothing of it is kept.
         clock.advance(monotonic: 3_600_000)
-        tracker.recordUnrecordedStops(now: Instant(milliseconds: clock.now.wall), monotonic: clock.now.monotonic)
+        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
         #expect(tracker.stopRecords.isEmpty)
     }
 
@@ -208,7 +208,7 @@ struct TrackerTests {
             let schedule = try #require(tracker.state.schedule(of: user, systemZone: ZoneRules(identifier: "UTC")!))
             return Enforcement.plan(
                 schedule: schedule, live: tracker.state.live(of: user), running: [], catalog: AppCatalog([]),
-                now: Instant(milliseconds: clock.now.wall)
+                now: clock.now.wall
             ).decision
         }
         tracker.tick()

@@ -10,7 +10,7 @@ import Testing
         return policy
     }
     // 2026-11-21 09:30 in Berlin (UTC+1).
-    let start: Int64 = 1_795_249_800
+    let start = Instant(seconds: 1_795_249_800)
 
     func slices(_ counts: Bool, _ apps: Set<String>) -> [String: Int64] {
         Dictionary(

@@ -85,7 +85,7 @@ import Testing
         #expect(try JSONValueDecoder().decode(AgentReply.self, from: rules).adjustments == [extra])
         let usage = AgentReply(
             rows: [UsageRow(day: day, hour: 14, app: "minecraft", milliseconds: 600_000)],
-            events: [AgentReply.SavedEvent(time: 1, kind: "time-requested", message: "asked", data: nil)]
+            events: [AgentReply.SavedEvent(time: Instant(milliseconds: 1), kind: "time-requested", message: "asked", data: nil)]
         ).json.canonicalString
         #expect(usage == #"{"events":[{"data":null,"kind":"time-requested","message":"asked","time":1}],"ok":true,"rows":[["2026-11-25",14,"minecraft",600000]]}"#)
         let back = try JSONValueDecoder().decode(AgentReply.self, from: usage)

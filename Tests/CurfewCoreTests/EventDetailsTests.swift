@@ -5,7 +5,7 @@ import Testing
 /// the optional fields exactly as the hand-built objects before them wrote them.
 @Suite struct EventDetailsTests {
     func text(_ details: some Encodable) -> String {
-        AgentEvent(time: 0, kind: .warning, message: "", details: details).data!.prettyString
+        AgentEvent(time: .epoch, kind: .warning, message: "", details: details).data!.prettyString
             .split(separator: "\n").map { $0.trimmingPrefix(while: { $0 == " " }) }.joined()
     }
 

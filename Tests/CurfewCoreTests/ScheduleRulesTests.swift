@@ -584,21 +584,21 @@ struct BreakClockTests {
         var clock = BreakClock()
         clock.advance(by: 40 * 60_000, counting: true, breakLength: 600)
         clock.advance(by: 60_000, counting: false, breakLength: 600)
-        let text = clock.persisted(atWall: 1_000_000)
+        let text = clock.persisted(at: Instant(milliseconds: 1_000_000))
         #expect(text == "2400000 60000 1000000")
         // A reboot of two minutes: three minutes of pause, the stretch goes on.
-        let quick = try #require(BreakClock.restored(text, nowWall: 1_000_000 + 120_000, breakLength: 600))
+        let quick = try #require(BreakClock.restored(text, now: Instant(milliseconds: 1_000_000 + 120_000), breakLength: 600))
         #expect(quick.continuousSeconds == 2400 && quick.pauseSeconds == 180)
         // Away for nine more minutes than the pause had: a break's length in all, the stretch is over.
-        let long = try #require(BreakClock.restored(text, nowWall: 1_000_000 + 540_000, breakLength: 600))
+        let long = try #require(BreakClock.restored(text, now: Instant(milliseconds: 1_000_000 + 540_000), breakLength: 600))
         #expect(long.continuousSeconds == 0 && long.pauseSeconds == 600)
         // A wall clock set back counts no pause (and no screen time).
-        let back = try #require(BreakClock.restored(text, nowWall: 0, breakLength: 600))
+        let back = try #require(BreakClock.restored(text, now: .epoch, breakLength: 600))
         #expect(back.continuousSeconds == 2400 && back.pauseSeconds == 60)
         // Without breaks in the policy the stretch is kept as it is.
-        #expect(BreakClock.restored(text, nowWall: 1_000_000 + 86_400_000, breakLength: nil)?.continuousSeconds == 2400)
+        #expect(BreakClock.restored(text, now: Instant(milliseconds: 1_000_000 + 86_400_000), breakLength: nil)?.continuousSeconds == 2400)
         for bad in ["", "1 2", "1 2 3 4", "-1 0 0", "a b c", "1  2 3"] {
-            #expect(BreakClock.restored(bad, nowWall: 0, breakLength: 600) == nil, "\(bad)")
+            #expect(BreakClock.restored(bad, now: .epoch, breakLength: 600) == nil, "\(bad)")
         }
     }
 }

@@ -16,7 +16,7 @@ import Testing
     }
 
     func event(_ time: Int64, _ kind: String = "warning", user: String? = "kid", _ message: String = "m") -> AgentEvent {
-        AgentEvent(time: time, user: user, kind: EventKind(rawValue: kind), message: message)
+        AgentEvent(time: Instant(milliseconds: time), user: user, kind: EventKind(rawValue: kind), message: message)
     }
 
     @Test func appendsChainAndVerify() throws {
@@ -27,7 +27,7 @@ import Testing
         try store.write { db in
             try EventLog.append(event(1_000, "agent-started", user: nil), db)
             try EventLog.append(
-                AgentEvent(time: 2_000, user: "kid", kind: .policyLoaded, message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
+                AgentEvent(time: Instant(milliseconds: 2_000), user: "kid", kind: .policyLoaded, message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
         }
         // Outside a transaction append makes one of its own.
         try store.writer.writeWithoutTransaction { db in _ = try EventLog.append(event(3_000), db) }
@@ -58,7 +58,7 @@ import Testing
             let store = thread % 2 == 0 ? pool : other
             for index in 0..<perThread {
                 try! store.write { db in
-                    _ = try EventLog.append(AgentEvent(time: Int64(index), user: "kid", kind: EventKind(rawValue: "t\(thread)"), message: "\(index)"), db)
+                    _ = try EventLog.append(AgentEvent(time: Instant(milliseconds: Int64(index)), user: "kid", kind: EventKind(rawValue: "t\(thread)"), message: "\(index)"), db)
                 }
             }
         }
@@ -150,12 +150,12 @@ import Testing
             try EventLog.append(event(start + day, "warning", user: "teen"), db)
             try EventLog.append(
                 AgentEvent(
-                    time: start + day + 5, user: "kid", kind: .extraTimeGranted, message: "30m",
+                    time: Instant(milliseconds: start + day + 5), user: "kid", kind: .extraTimeGranted, message: "30m",
                     data: .object(JSONObject([("record", .string("grant-1"))]))), db)
             try EventLog.append(event(start + 3 * day, "warning"), db)  // kept
             try EventLog.append(event(start + 1_500, "clock-jump"), db)  // older, but after a kept one: kept
         }
-        let replaced = try store.write { try AuditChain.summarise(before: start + 2 * day, zone: utc, $0) }
+        let replaced = try store.write { try AuditChain.summarise(before: Instant(milliseconds: start + 2 * day), zone: utc, $0) }
         #expect(replaced == 5)
         let summaries = try store.read { try AuditChain.summaries(user: nil, since: nil, $0) }
         #expect(summaries.map { "\($0.day) \($0.user ?? "-") \($0.kind) \($0.count)" } == [
@@ -169,7 +169,7 @@ import Testing
         // The grant stays announced; new events chain on; a second summary chains from the first.
         #expect(try store.read { try EventLog.grantsAnnounced($0) } == ["grant-1"])
         try store.write { try EventLog.append(event(start + 4 * day), $0) }
-        #expect(try store.write { try AuditChain.summarise(before: start + 5 * day, zone: utc, $0) } == 3)
+        #expect(try store.write { try AuditChain.summarise(before: Instant(milliseconds: start + 5 * day), zone: utc, $0) } == 3)
         result = try store.read { try AuditChain.verify($0) }
         #expect(result.broken == nil)
         #expect(result.events == 0 && result.summarisedEvents == 8)
@@ -181,7 +181,7 @@ import Testing
         let broken = try #require(try store.read { try AuditChain.verify($0) }.broken)
         #expect(broken.entry == "summary" && broken.id == 2)
         #expect(throws: AuditChain.BrokenChainError.self) {
-            try store.write { try AuditChain.summarise(before: start + 10 * day, zone: utc, $0) }
+            try store.write { try AuditChain.summarise(before: Instant(milliseconds: start + 10 * day), zone: utc, $0) }
         }
         #expect(try store.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM events") } == 1)
     }

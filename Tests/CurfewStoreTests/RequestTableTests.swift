@@ -26,7 +26,7 @@ import Testing
         }
         #expect(approved.status == .approved)
         #expect(approved.grantedMinutes == 45)
-        #expect(approved.answeredMilliseconds == 3_000)
+        #expect(approved.answered == Instant(milliseconds: 3_000))
         #expect(approved.answeredBy == "0123456789abcdef")
         #expect(try store.read { try RequestTable.pending($0) } == [second])
         // An answered request cannot be answered again; an unknown one cannot be answered at all.

@@ -33,15 +33,15 @@ import Testing
         let (store, directory) = try temporaryStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try store.write { db in
-            try EventLog.append(AgentEvent(time: 1_000, kind: .agentStarted, message: "started"), db)
+            try EventLog.append(AgentEvent(time: Instant(milliseconds: 1_000), kind: .agentStarted, message: "started"), db)
             try EventLog.append(
-                AgentEvent(time: 2_000, user: "kid", kind: .policyLoaded, message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
-            try EventLog.append(AgentEvent(time: 3_000, user: "teen", kind: .policyLoaded, message: "v1"), db)
+                AgentEvent(time: Instant(milliseconds: 2_000), user: "kid", kind: .policyLoaded, message: "v2", data: .object(JSONObject([("version", .int(2))]))), db)
+            try EventLog.append(AgentEvent(time: Instant(milliseconds: 3_000), user: "teen", kind: .policyLoaded, message: "v1"), db)
         }
         let kid = try store.read { try EventLog.list(user: "kid", since: nil, $0) }
         #expect(kid.map(\.kind.rawValue) == ["agent-started", "policy-loaded"])
         #expect(kid[1].data == .object(JSONObject([("version", .int(2))])))
-        let recent = try store.read { try EventLog.list(user: nil, since: 2_500, $0) }
+        let recent = try store.read { try EventLog.list(user: nil, since: Instant(milliseconds: 2_500), $0) }
         #expect(recent.map(\.user) == ["teen"])
     }
 

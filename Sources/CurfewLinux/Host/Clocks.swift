@@ -6,16 +6,16 @@ import CurfewPOSIX
     import CLinux
 #endif
 
-/// The three clocks the agent reads each tick, in milliseconds.
+/// The three clocks the agent reads each tick, to the millisecond.
 public struct ClockReading: Sendable, Equatable {
     /// CLOCK_MONOTONIC: elapsed time, stops while the machine is suspended.
     public var monotonic: Int64
     /// CLOCK_BOOTTIME: like monotonic, but runs on during suspend.
     public var boottime: Int64
     /// CLOCK_REALTIME: the wall clock, which may be set at any time.
-    public var wall: Int64
+    public var wall: Instant
 
-    public init(monotonic: Int64, boottime: Int64, wall: Int64) {
+    public init(monotonic: Int64, boottime: Int64, wall: Instant) {
         self.monotonic = monotonic
         self.boottime = boottime
         self.wall = wall
@@ -23,7 +23,7 @@ public struct ClockReading: Sendable, Equatable {
 
     /// Reads all three (clock_gettime).
     public static func now() -> ClockReading {
-        ClockReading(monotonic: read(CLOCK_MONOTONIC), boottime: read(CLOCK_BOOTTIME), wall: read(CLOCK_REALTIME))
+        ClockReading(monotonic: read(CLOCK_MONOTONIC), boottime: read(CLOCK_BOOTTIME), wall: Instant(milliseconds: read(CLOCK_REALTIME)))
     }
 
     /// Milliseconds of `clock`: the one place the agent reads a clock.
@@ -57,17 +57,15 @@ public struct AgentClock: Sendable {
         if let offsetPath, let offset = Self.readOffset(offsetPath) {
             reading.monotonic += offset
             reading.boottime += offset
-            reading.wall += offset
+            reading.wall += .milliseconds(offset)
         }
         return reading
     }
 
-    /// Milliseconds since the epoch.
-    public var wallMilliseconds: Int64 { now().wall }
     /// Whole seconds since the epoch.
-    public var wallSeconds: Int64 { floorDivide(now().wall, 1000) }
+    public var wallSeconds: Int64 { now().wall.seconds }
     /// Now, to the millisecond.
-    public var wallInstant: Instant { Instant(milliseconds: now().wall) }
+    public var wallInstant: Instant { now().wall }
     /// The start of the current second: now as the parts of the agent that count in whole seconds
     /// see it (and record it, in events and rows).
     public var wallSecond: Instant { Instant(seconds: wallSeconds) }
