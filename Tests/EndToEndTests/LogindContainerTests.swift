@@ -561,7 +561,7 @@ enum StaticCurfewBinaries {
             let started = Date()
             let result = try ContainerScript.run(
                 [swift, "build", "--package-path", repository.path, "--scratch-path", scratch.path, "-c", "release",
-                 "--static-swift-stdlib", "-Xlinker", "--gc-sections", "--product", product],
+                 "--static-swift-stdlib", "-Xlinker", "--gc-sections", "-Xswiftc", "-Osize", "--product", product],
                 work: work, timeout: 1800)
             guard result.status == 0 else { throw TestFailure("cannot build \(product) statically:\n\(result)") }
             print("built \(product) (static Swift stdlib) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")
