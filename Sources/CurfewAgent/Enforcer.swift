@@ -233,15 +233,11 @@ final class Enforcer {
             AgentState.ChildMessage(
                 user: user, summary: "Curfew", body: ChildMessages.warning(warning, now: now, zone: zone),
                 urgency: warning.isCountdown ? 2 : 1, kind: .warning))
-        var app: String? = nil
-        if case .app(let name) = warning.subject { app = name }
-        let details = EventDetails.Warning(
-            subject: warning.subject.word, remainingSeconds: warning.remainingSeconds, thresholdSeconds: warning.thresholdSeconds, app: app)
-        agent.recordEvent(AgentEvent(time: now, user: user, kind: .warning, message: warning.message, details: details))
+        agent.recordEvent(AgentEvent(time: now, user: user, kind: .warning, message: warning.message, details: EventDetails.Warning(warning)))
     }
 
     func lockoutStarted(user: String, plan: EnforcementPlan, lockout: Lockout, zone: ZoneRules, now: Instant) {
-        let reason = plan.decision.reason ?? "use is not allowed now"
+        let reason = plan.decision.blockedReason
         let until = plan.decision.allowedAgainAt.map { "; allowed again at \(zone.iso8601($0))" } ?? ""
         let what: String
         switch lockout {

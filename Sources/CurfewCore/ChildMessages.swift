@@ -42,7 +42,7 @@ public enum ChildMessages {
     /// own end (a downtime window's or a break's: `blockedUntil`).
     public static func lockout(_ decision: Decision, lockout: Lockout, now: Instant, zone: ZoneRules) -> String {
         Self.lockout(
-            reason: decision.reason ?? "use is not allowed now", lockout: lockout,
+            reason: decision.blockedReason, lockout: lockout,
             allowedAgainAt: decision.blockedUntil == nil ? decision.allowedAgainAt : nil, now: now, zone: zone)
     }
 

@@ -242,7 +242,7 @@ extension EnforcementPlan {
     /// time with a relative day: `it is bedtime: the internet is off until tomorrow at 07:00` (the child is
     /// told it with what to do, `ChildMessages.networkOff`; the audit log keeps it as it is).
     public func networkOffMessage(now: Instant, zone: ZoneRules) -> String {
-        let reason = decision.reason ?? "use is not allowed now"
+        let reason = decision.blockedReason
         guard let again = decision.allowedAgainAt, again > now else { return "\(reason): the internet is off" }
         return "\(reason): the internet is off \(ChildMessages.until(again, now: now, zone: zone))"
     }

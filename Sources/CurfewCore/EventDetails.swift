@@ -16,6 +16,14 @@ public enum EventDetails {
             self.thresholdSeconds = thresholdSeconds
             self.app = app
         }
+
+        /// The data of `warning`.
+        public init(_ warning: CurfewCore.Warning) {
+            var app: String? = nil
+            if case .app(let name) = warning.subject { app = name }
+            self.init(
+                subject: warning.subject.word, remainingSeconds: warning.remainingSeconds, thresholdSeconds: warning.thresholdSeconds, app: app)
+        }
     }
 
     /// `lockout`: the state that began, the lockout it brings and when use is allowed again.

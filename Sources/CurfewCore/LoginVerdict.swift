@@ -31,7 +31,7 @@ public struct LoginVerdict: Sendable, Equatable {
         if let lockout = schedule.policy.lockout(in: decision.state), !lockout.refusesLogins {
             let how = lockout == .network ? "the internet is off" : "monitor only"
             return LoginVerdict(
-                allowed: true, message: "\(user) may log in (\(how): \(decision.reason ?? "use is not allowed now"))")
+                allowed: true, message: "\(user) may log in (\(how): \(decision.blockedReason))")
         }
         guard decision.state != .allowed else {
             let left = decision.remainingSeconds.map { "; \(Warning.describe(seconds: $0)) left" } ?? ""

@@ -476,6 +476,10 @@ public struct Decision: Sendable, Equatable {
     /// The exception in force today (`2026-12-24` or `2026-12-21..2027-01-03`).
     public var exception: String? = nil
 
+    /// `reason`, with words for a decision that gives none: what a lockout, a refusal or a message
+    /// says when something blocks use.
+    public var blockedReason: String { reason ?? "use is not allowed now" }
+
     /// Why use is not allowed, in words for the child.
     public var reason: String? {
         switch state {
