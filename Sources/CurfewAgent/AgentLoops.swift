@@ -22,7 +22,7 @@ extension Agent {
         logger.info(
             "curfewd ready",
             metadata: [
-                "users": "\(state.policies.count)", "process.connector": "\(tracker.usesProcessConnector)",
+                "users": "\(state.policies.count)", "process.connector": "\(tracker.watch.usesProcessConnector)",
                 "exec.guard": "\(execGuardMode)",
                 "state.dir": "\(configuration.stateDirectory)",
             ])

@@ -29,7 +29,7 @@ extension Enforcer {
 
     /// Under a `logout` lockout once the child has no session left: TerminateUser (their service manager
     /// and everything it runs, lingering services included), again every 5 s while apps are left; the
-    /// tracker stops whatever remains but always-allowed apps (`Tracker.LockoutSweep`).
+    /// tracker stops whatever remains but always-allowed apps (`AppEnforcement.LockoutSweep`).
     func endLeftovers(user: String, uid: UInt32, live: AgentState.LiveUser?, monotonic: Int64, now: Instant) {
         let last = holds.userTerminatedAt[uid]
         let left = !(live?.running.isEmpty ?? true)

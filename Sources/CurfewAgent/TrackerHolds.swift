@@ -38,7 +38,7 @@ extension Tracker {
     func busyApp(uid: UInt32, policy: Policy) -> String? {
         let monotonic = clock().monotonic
         var found: String? = nil
-        for process in sampler.cached.values where ownerUID(process.uid) == uid {
+        for process in watch.sampler.cached.values where watch.ownerUID(process.uid) == uid {
             let names = names(of: process)
             if Accounting.sessionPlumbing.contains(names.app) || Accounting.sessionPlumbing.contains(names.counted)
                 || policy.rule(for: names.app) == .allow || policy.rule(for: names.counted) == .allow
@@ -46,7 +46,7 @@ extension Tracker {
                 continue
             }
             let ref = ProcessRef(pid: process.pid, startTime: process.startTime)
-            guard let cpu = sampler.cpuMilliseconds(of: ref) else {
+            guard let cpu = watch.sampler.cpuMilliseconds(of: ref) else {
                 cpuWindows[ref] = nil
                 continue
             }
@@ -64,11 +64,13 @@ extension Tracker {
         if claiming.isEmpty {
             if !cpuWindows.isEmpty { cpuWindows = [:] }
         } else if cpuWindows.count > 4096 {
-            let cached = sampler.cached
+            let cached = watch.sampler.cached
             cpuWindows = cpuWindows.filter { cached[$0.key.pid]?.startTime == $0.key.startTime }
         }
     }
+}
 
+extension AppEnforcement {
     /// What a `logout` or `lock` lockout stops besides the plan's apps.
     enum LockoutSweep: Equatable {
         case none

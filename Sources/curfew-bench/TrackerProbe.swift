@@ -47,8 +47,8 @@ enum TrackerProbe {
             timings.append(timed { tracker.tick() }.1)
         }
         tracker.flush(force: true)
-        let ofAccount = tracker.sampler.cached.values.count { $0.uid == account.uid }
+        let ofAccount = tracker.watch.sampler.cached.values.count { $0.uid == account.uid }
         return Figures(
-            first: first, ticks: Summary(timings), ofAccount: ofAccount, usesProcessConnector: tracker.usesProcessConnector)
+            first: first, ticks: Summary(timings), ofAccount: ofAccount, usesProcessConnector: tracker.watch.usesProcessConnector)
     }
 }

@@ -144,32 +144,32 @@ struct TrackerTests {
         let user = TrackerTests.user
         func stop(_ app: String, pids: Int32) {
             let now = clock.now
-            tracker.stopped(
+            tracker.enforcement.stopped(
                 app: app, reason: StopReason.blocked, user: user, processes: (0..<pids).map { ProcessRef(pid: 1_000 + $0, startTime: 1) },
-                now: now.wall, monotonic: now.monotonic)
+                now: now.wall, monotonic: now.monotonic, events: &tracker.pendingEvents)
         }
         for _ in 0..<500 { stop("steam", pids: 2) }
         for _ in 0..<3 { stop("minecraft", pids: 1) }
-        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        tracker.enforcement.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic, events: &tracker.pendingEvents)
         tracker.flush(force: true)
         func stopEvents() throws -> [AgentEvent] {
             try store.read { try EventLog.list(user: user, since: nil, $0) }.filter { $0.kind == .appStopped }
         }
-        #expect(try stopEvents().count == Tracker.stopEventBurst)
+        #expect(try stopEvents().count == AppEnforcement.stopEventBurst)
         #expect(tracker.state.takeMessages().count <= AgentState.maxOutbox)
         // A minute later: one token, for the first app in name order; another minute, the next.
         clock.advance(monotonic: 60_000)
-        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        tracker.enforcement.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic, events: &tracker.pendingEvents)
         clock.advance(monotonic: 60_000)
-        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
+        tracker.enforcement.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic, events: &tracker.pendingEvents)
         tracker.flush(force: true)
-        let summaries = try stopEvents().dropFirst(Tracker.stopEventBurst).map(\.message)
+        let summaries = try stopEvents().dropFirst(AppEnforcement.stopEventBurst).map(\.message)
         #expect(summaries == ["minecraft was stopped 3 more times (not recorded one by one)", "steam was stopped 880 more times (not recorded one by one)"])
-        #expect(tracker.stopRecords[user]?.unrecorded.isEmpty == true)
+        #expect(tracker.enforcement.stopRecords[user]?.unrecorded.isEmpty == true)
         // Once the budget is full again, nothing of it is kept.
         clock.advance(monotonic: 3_600_000)
-        tracker.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic)
-        #expect(tracker.stopRecords.isEmpty)
+        tracker.enforcement.recordUnrecordedStops(now: clock.now.wall, monotonic: clock.now.monotonic, events: &tracker.pendingEvents)
+        #expect(tracker.enforcement.stopRecords.isEmpty)
     }
 
     /// Breaks (issue 16) against a real process and the test's clock: after `afterMinutes` of counted
