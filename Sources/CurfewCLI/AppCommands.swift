@@ -17,7 +17,7 @@ struct AppCommand: ParsableCommand {
         var byName = false
 
         func checked() throws -> String {
-            try translatingErrors { try Policy.validateAppName(app) }
+            try Policy.validateAppName(app)
             if !byName {
                 let catalog = try loadCatalog()
                 guard catalog.definition(named: app) != nil else {
@@ -66,15 +66,12 @@ struct AppCommand: ParsableCommand {
         @Argument(help: "90m, 1h30m, 2h.", completion: Completions.durations) var duration: String
 
         func run() throws {
-            let minutes = try translatingErrors { () throws -> Int in
-                guard case .minutes(let minutes) = try TimeAllowance.parse(duration) else {
-                    throw CLIError(
-                        "app limit for \(name.app) must be a duration, got \"unlimited\" (use curfew app allow or remove)",
-                        .invalidArguments)
-                }
-                try Policy.validateAppLimit(minutes, app: name.app)
-                return minutes
+            guard case .minutes(let minutes) = try TimeAllowance.parse(duration) else {
+                throw CLIError(
+                    "app limit for \(name.app) must be a duration, got \"unlimited\" (use curfew app allow or remove)",
+                    .invalidArguments)
             }
+            try Policy.validateAppLimit(minutes, app: name.app)
             try AppCommand.set(options, name, .limit(minutes: minutes))
         }
     }
@@ -152,7 +149,5 @@ func loadCatalog() throws -> AppCatalog {
         return try CatalogFiles.load(directories: directories)
     } catch let error as PolicyError {
         throw CLIError("app catalog: \(error.message)", .badInputData)
-    } catch {
-        return try translatingErrors { throw error }
     }
 }

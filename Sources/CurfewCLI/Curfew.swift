@@ -22,7 +22,8 @@ public struct Curfew: ParsableCommand {
     public init() {}
 
     /// Parses `arguments`, runs the command, and returns the exit status; errors are printed as one
-    /// line on stderr, help and version on stdout.
+    /// line on stderr, help and version on stdout. This is the one place errors are translated for
+    /// people: commands throw the library's errors as they come (`CLIError(translating:)`).
     public static func main(arguments: [String]) -> Int32 {
         if ZoneDatabase.source == nil { SystemZones.install() }
         if Completions.asksForFishScript(arguments) {
@@ -33,17 +34,19 @@ public struct Curfew: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
             return ExitStatus.success.rawValue
-        } catch let error as CLIError {
-            Output.error(error.message)
-            return error.status.rawValue
         } catch {
+            if let translated = CLIError(translating: error) {
+                Output.error(translated.message)
+                return translated.status.rawValue
+            }
             let code = exitCode(for: error)
             if code == .success {
                 Output.line(fullMessage(for: error))
                 return 0
             }
             if let exit = error as? ExitCode { return exit.rawValue }
-            // ArgumentParser's own messages: keep the first line, which names the problem.
+            // ArgumentParser's own messages, and those of any other error: keep the first line, which
+            // names the problem.
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
             Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
             return code == .validationFailure ? ExitStatus.invalidArguments.rawValue : code.rawValue
@@ -70,10 +73,8 @@ func editPolicy(
     let workspace = Workspace(options.location)
     let (old, current) = try workspace.currentPolicy(of: user)
     var new = old
-    try translatingErrors {
-        try change(&new)
-        try new.validate()
-    }
+    try change(&new)
+    try new.validate()
     new.warnMinutes.sort(by: >)
     try announce(workspace, user: user, description: describe(old, new), unchanged: new == old, options: options) {
         try workspace.publish(new, for: user, replacing: current, now: Workspace.now())
@@ -125,7 +126,7 @@ func announce(
 func parseDays(_ values: [String]) throws -> [Weekday] {
     var days: [Weekday] = []
     for value in values {
-        for day in try translatingErrors({ try Weekday.parseSet(value) }) where !days.contains(day) {
+        for day in try Weekday.parseSet(value) where !days.contains(day) {
             days.append(day)
         }
     }

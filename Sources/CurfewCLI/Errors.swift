@@ -1,4 +1,3 @@
-import ArgumentParser
 import CurfewCore
 import CurfewSync
 
@@ -45,21 +44,18 @@ public struct CLIError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Runs a body, turning the library's error types into `CLIError`s.
-func translatingErrors<T>(_ body: () throws -> T) throws -> T {
-    do {
-        return try body()
-    } catch let error as CLIError {
-        throw error
-    } catch let error as PolicyError {
-        throw CLIError.invalid(error)
-    } catch let error as FileError {
-        throw CLIError.file(error)
-    } catch let error as KeyError {
-        throw CLIError.key(error)
-    } catch let error as ExitCode {
-        throw error
-    } catch {
-        throw CLIError("\(error)", .failure)
+extension CLIError {
+    /// The line and exit status of an error as people see it: a `CLIError` as it is, and the library's
+    /// own errors (a broken policy rule 64, a file 1 or 77 when permission was denied, a key 77 or 1);
+    /// nil for any other error, which `Curfew.main` leaves to ArgumentParser (its message's first line,
+    /// exit 1; usage errors 64, help and version 0).
+    init?(translating error: any Error) {
+        switch error {
+        case let error as CLIError: self = error
+        case let error as PolicyError: self = .invalid(error)
+        case let error as FileError: self = .file(error)
+        case let error as KeyError: self = .key(error)
+        default: return nil
+        }
     }
 }

@@ -32,11 +32,9 @@ extension Workspace {
         user: String, date: LocalDate, extraMinutes: Int, bedtimeDelayMinutes: Int, requestId: Int64?, now: Instant,
         lift: GrantLift = GrantLift()
     ) throws -> String {
-        try translatingErrors {
-            try shared.publishGrant(
-                user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes,
-                requestId: requestId, now: now, lift: lift, keyRing: keyRing)
-        }
+        try shared.publishGrant(
+            user: user, date: date, extraMinutes: extraMinutes, bedtimeDelayMinutes: bedtimeDelayMinutes,
+            requestId: requestId, now: now, lift: lift, keyRing: keyRing)
     }
 
     /// Prints what a grant did, and whether any computer confirms records here.
@@ -59,7 +57,7 @@ extension Workspace {
     /// Loads the parent's signing key: only a parent may answer requests or grant time.
     func requireParentKey() throws -> SigningKey {
         try requireInitialised()
-        return try translatingErrors { try keyRing.loadSigningKey() }
+        return try keyRing.loadSigningKey()
     }
 }
 
@@ -97,12 +95,12 @@ struct Grant: ParsableCommand {
         let delay = try bedtime.map { try parseExtraMinutes($0, rule: "bedtime delay") } ?? 0
         var lift = GrantLift()
         if let app {
-            try translatingErrors { try Policy.validateAppName(app) }
+            try Policy.validateAppName(app)
             lift.app = GrantLift.App(app: app, minutes: extra)
             extra = 0
         }
-        try translatingErrors { try GrantRecord.validate(extraMinutes: extra, bedtimeDelayMinutes: delay, lift: lift) }
-        let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
+        try GrantRecord.validate(extraMinutes: extra, bedtimeDelayMinutes: delay, lift: lift)
+        let requested = try date.map { text in try LocalDate.parse(text) }
         let workspace = Workspace(location)
         let (policy, _) = try workspace.currentPolicy(of: user)
         if let app {
@@ -187,8 +185,8 @@ struct Request: ParsableCommand {
     func run() throws {
         let minutes = try parseExtraMinutes(duration, rule: "requested time")
         let text = reason.flatMap { $0.isEmpty ? nil : $0 }
-        try translatingErrors { try RequestRules.validate(minutes: Int64(minutes), reason: text) }
-        if let app { try translatingErrors { try Policy.validateAppName(app) } }
+        try RequestRules.validate(minutes: Int64(minutes), reason: text)
+        if let app { try Policy.validateAppName(app) }
         let socketPath = Locations.socket(socket, environment: ProcessInfo.processInfo.environment)
         guard let (sent, reply) = AgentClient.exchange(.request(minutes: Int64(minutes), reason: text, app: app), socket: socketPath)
         else {
@@ -225,9 +223,7 @@ struct Requests: ParsableCommand {
     func run() throws {
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let requests = try translatingErrors {
-            try workspace.openStore().read { db in all ? try RequestTable.all(db) : try RequestTable.pending(db) }
-        }
+        let requests = try workspace.openStore().read { db in all ? try RequestTable.all(db) : try RequestTable.pending(db) }
         if json {
             Output.line(JSONValue.array(requests.map(Requests.json)).prettyString)
             return
@@ -274,12 +270,17 @@ func parseRequestID(_ text: String) throws -> Int64 {
     return id
 }
 
-/// Turns a `RequestError` into the line a parent sees.
+/// Answers a request: a `RequestError` becomes the line a parent sees (64), and an error of the database
+/// is shown whole (exit 1), as it always was here: SQLite's message names the statement, and the one
+/// that answers takes two lines, of which `Curfew.main` would keep only the first. The library's own
+/// errors (the grant's key and files) are left to `Curfew.main`.
 func translatingRequestErrors<T>(_ body: () throws -> T) throws -> T {
     do {
         return try body()
     } catch let error as RequestError {
         throw CLIError(error.description, .invalidArguments)
+    } catch where CLIError(translating: error) == nil {
+        throw CLIError("\(error)", .failure)
     }
 }
 
@@ -305,12 +306,12 @@ struct Approve: ParsableCommand {
         let requestID = try parseRequestID(id)
         let override = try duration.map { try parseExtraMinutes($0, rule: "extra time") }
         if let override {
-            try translatingErrors { try GrantRecord.validate(extraMinutes: override, bedtimeDelayMinutes: 0) }
+            try GrantRecord.validate(extraMinutes: override, bedtimeDelayMinutes: 0)
         }
         let workspace = Workspace(location)
         let key = try workspace.requireParentKey()
         let store = try workspace.openStore()
-        guard let request = try translatingErrors({ try store.read { try RequestTable.find(id: requestID, $0) } }) else {
+        guard let request = try store.read({ try RequestTable.find(id: requestID, $0) }) else {
             throw CLIError(RequestError.unknown(id: requestID).description, .invalidArguments)
         }
         guard request.status == .pending else {
@@ -321,19 +322,15 @@ struct Approve: ParsableCommand {
         let minutes = override ?? request.minutes
         // What blocked the child when they asked decides what lifts it (`ExtraTime.plan`).
         let schedule = try workspace.savedDay(of: request.user, policy: policy, now: now).schedule
-        let plan = try translatingErrors {
-            try ExtraTime.plan(
-                for: request.cause, app: request.app, minutes: minutes, user: request.user, schedule: schedule, now: now)
-        }
+        let plan = try ExtraTime.plan(
+            for: request.cause, app: request.app, minutes: minutes, user: request.user, schedule: schedule, now: now)
         // One transaction: the request is answered only if the grant was published.
-        let recordID = try translatingErrors {
-            try translatingRequestErrors {
-                try store.write { db in
-                    try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now, db)
-                    return try workspace.publishGrant(
-                        user: request.user, date: plan.date, extraMinutes: plan.extraMinutes,
-                        bedtimeDelayMinutes: plan.bedtimeDelayMinutes, requestId: requestID, now: now, lift: plan.lift)
-                }
+        let recordID = try translatingRequestErrors {
+            try store.write { db in
+                try RequestTable.answer(id: requestID, status: .approved, minutes: minutes, by: key.id, now: now, db)
+                return try workspace.publishGrant(
+                    user: request.user, date: plan.date, extraMinutes: plan.extraMinutes,
+                    bedtimeDelayMinutes: plan.bedtimeDelayMinutes, requestId: requestID, now: now, lift: plan.lift)
             }
         }
         workspace.announceGrant(
@@ -354,12 +351,9 @@ struct Deny: ParsableCommand {
         let workspace = Workspace(location)
         let key = try workspace.requireParentKey()
         let store = try workspace.openStore()
-        let request = try translatingErrors {
-            try translatingRequestErrors {
-                try store.write { db in
-                    try RequestTable.answer(
-                        id: requestID, status: .denied, minutes: nil, by: key.id, now: Workspace.now(), db)
-                }
+        let request = try translatingRequestErrors {
+            try store.write { db in
+                try RequestTable.answer(id: requestID, status: .denied, minutes: nil, by: key.id, now: Workspace.now(), db)
             }
         }
         Output.line(

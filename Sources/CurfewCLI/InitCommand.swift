@@ -16,23 +16,21 @@ struct Init: ParsableCommand {
 
     func run() throws {
         let workspace = Workspace(location)
-        try translatingErrors {
-            // Someone else's directory is refused before anything is written into it.
-            var changes = Files.isDirectory(workspace.stateDirectory) ? try secureState(workspace.stateDirectory) : []
-            try Files.makeDirectories(workspace.stateDirectory, mode: 0o700)
-            let (key, created) = try workspace.keyRing.createSigningKeyIfMissing()
-            try workspace.keyRing.trust(key.publicKey)
-            _ = try workspace.openStore()
-            try workspace.shared.create()
-            changes += try secureState(workspace.stateDirectory)
-            Output.line("state directory: \(workspace.stateDirectory)")
-            for change in changes { Output.line("made private: \(change)") }
-            Output.line("shared directory: \(workspace.shared.path)")
-            Output.line(
-                created
-                    ? "created signing key \(key.id) (\(workspace.keyRing.signingKeyPath)) and trusted it"
-                    : "signing key \(key.id) already exists; kept it")
-        }
+        // Someone else's directory is refused before anything is written into it.
+        var changes = Files.isDirectory(workspace.stateDirectory) ? try secureState(workspace.stateDirectory) : []
+        try Files.makeDirectories(workspace.stateDirectory, mode: 0o700)
+        let (key, created) = try workspace.keyRing.createSigningKeyIfMissing()
+        try workspace.keyRing.trust(key.publicKey)
+        _ = try workspace.openStore()
+        try workspace.shared.create()
+        changes += try secureState(workspace.stateDirectory)
+        Output.line("state directory: \(workspace.stateDirectory)")
+        for change in changes { Output.line("made private: \(change)") }
+        Output.line("shared directory: \(workspace.shared.path)")
+        Output.line(
+            created
+                ? "created signing key \(key.id) (\(workspace.keyRing.signingKeyPath)) and trusted it"
+                : "signing key \(key.id) already exists; kept it")
     }
 
     private func secureState(_ directory: String) throws -> [StatePermissions.Change] {

@@ -20,9 +20,9 @@ struct KeyCommand: ParsableCommand {
         func run() throws {
             let workspace = Workspace(location)
             try workspace.requireStateDirectory()
-            let key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
-            let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
-            let revoked = try translatingErrors { try workspace.keyRing.revocations() }
+            let key = try workspace.keyRing.loadSigningKey()
+            let trusted = try workspace.keyRing.trustedKeys()
+            let revoked = try workspace.keyRing.revocations()
             if json {
                 Output.json(
                     KeysJSON(
@@ -69,9 +69,9 @@ struct KeyCommand: ParsableCommand {
                 guard Files.exists(workspace.keyRing.machineKeyPath) else {
                     throw CLIError("this computer has no machine key yet (\(workspace.keyRing.machineKeyPath)): start curfewd once", .unavailable)
                 }
-                key = try translatingErrors { try workspace.keyRing.createMachineKeyIfMissing() }
+                key = try workspace.keyRing.createMachineKeyIfMissing()
             } else {
-                key = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+                key = try workspace.keyRing.loadSigningKey()
             }
             let text = KeyCommand.fileText(key.publicKey)
             guard let output else {
@@ -120,7 +120,7 @@ struct KeyCommand: ParsableCommand {
                 guard MachineID.isValid(machine) else {
                     throw CLIError("machine id must be 1 to 64 letters, digits, - or _, got \(quoted(machine))", .invalidArguments)
                 }
-                let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+                let parent = try workspace.keyRing.loadSigningKey()
                 let previous = workspace.shared.roster().entries[machine]?.key
                 guard previous != key else {
                     Output.line("key \(key.id) is already the enrolled key of computer \(machine)")
@@ -129,11 +129,11 @@ struct KeyCommand: ParsableCommand {
                 let host = workspace.shared.announcement(machine)?.0.host ?? machine
                 let enrolment = MachineEnrolment(
                     machine: machine, host: host, publicKey: key.base64, keyId: key.id, author: parent.id, time: Workspace.now().seconds)
-                try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
+                try workspace.shared.publish(enrolment, signedBy: parent)
                 Output.line("computer \(machine) now signs with key \(key.id)\(previous.map { " (was \($0.id))" } ?? "")")
                 return
             }
-            let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            let own = try workspace.keyRing.loadSigningKey()
             // A private key is 32 bytes of base64 too: trusting one by mistake would trust a key
             // nobody holds, and print a secret's name as if it were a public key.
             let privateText = (try? Files.readRegularFile(workspace.keyRing.signingKeyPath, maxBytes: KeyCommand.maxFileBytes))
@@ -141,15 +141,15 @@ struct KeyCommand: ParsableCommand {
             if privateText == String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
                 throw CLIError("key file \(file) holds this computer's private signing key, not a public key (use curfew key export)", .invalidArguments)
             }
-            if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[key.id] {
+            if let revocation = try workspace.keyRing.revocations()[key.id] {
                 throw CLIError(
                     "key \(key.id) was revoked at \(utcTimestamp(revocation.time)) and cannot be trusted again", .invalidArguments)
             }
-            if try translatingErrors({ try workspace.keyRing.trustedKeys() })[key.id] != nil {
+            if try workspace.keyRing.trustedKeys()[key.id] != nil {
                 Output.line("key \(key.id) is already trusted\(key.id == own.id ? " (it is this computer's)" : "")")
                 return
             }
-            try translatingErrors { try workspace.keyRing.trust(key) }
+            try workspace.keyRing.trust(key)
             Output.line("trusted key \(key.id)")
         }
     }
@@ -173,15 +173,15 @@ struct KeyCommand: ParsableCommand {
             }
             let workspace = Workspace(location)
             try workspace.requireStateDirectory()
-            let own = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+            let own = try workspace.keyRing.loadSigningKey()
             guard id != own.id else {
                 throw CLIError("key \(id) is this computer's own parent key and cannot be revoked", .invalidArguments)
             }
-            if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[id] {
+            if let revocation = try workspace.keyRing.revocations()[id] {
                 Output.line("key \(id) was already revoked at \(utcTimestamp(revocation.time))")
                 return
             }
-            guard try translatingErrors({ try workspace.keyRing.trustedKeys() })[id] != nil else {
+            guard try workspace.keyRing.trustedKeys()[id] != nil else {
                 throw CLIError("key \(id) is not trusted here (see curfew key show)", .invalidArguments)
             }
             let scan = try workspace.scan()
@@ -194,7 +194,7 @@ struct KeyCommand: ParsableCommand {
             }
             let revocation = KeyRevocation(
                 key: id, time: Workspace.now().seconds, versions: versions, records: records.map(\.id) + grants.map(\.id))
-            _ = try translatingErrors { try workspace.keyRing.revoke(revocation) }
+            _ = try workspace.keyRing.revoke(revocation)
             workspace.finish()
             let count = records.count + grants.count
             Output.line(

@@ -109,7 +109,9 @@ struct CheckLogin: ParsableCommand {
             guard ManagedUsers.read(stateDirectory: workspace.stateDirectory)?.contains(user) == true else {
                 return LoginVerdict(allowed: true, message: "\(user) is not known to be managed")
             }
-            return failMode(user: user, failOpen: failOpen, why: "its state cannot be read (\(error))")
+            // A key or file error in the words a command would print for it.
+            let problem = CLIError(translating: error)?.message ?? "\(error)"
+            return failMode(user: user, failOpen: failOpen, why: "its state cannot be read (\(problem))")
         }
     }
 

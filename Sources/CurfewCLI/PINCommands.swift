@@ -45,12 +45,12 @@ struct PINSet: ParsableCommand {
         _ = try workspace.requireParentKey()
         let reader = try SecretReader()
         let pin = try reader.read(prompt: "New parent PIN (\(PINRules.minDigits)-\(PINRules.maxDigits) digits): ")
-        try translatingErrors { try PINRules.validate(pin) }
+        try PINRules.validate(pin)
         let again = try reader.read(prompt: "The same PIN again: ")
         guard again == pin else { throw CLIError("the two PINs differ; nothing changed", .invalidArguments) }
-        let hash = try translatingErrors { try ParentPINHash.make(pin: pin) }
+        let hash = try ParentPINHash.make(pin: pin)
         let file = ParentPINFile(stateDirectory: workspace.stateDirectory)
-        try translatingErrors { try file.store(hash) }
+        try file.store(hash)
         Output.line("parent PIN set (\(file.path)); a parent can now approve extra time on a child's screen")
     }
 }
@@ -69,7 +69,7 @@ struct PINClear: ParsableCommand {
         let workspace = Workspace(location)
         try workspace.requireStateDirectory()
         let file = ParentPINFile(stateDirectory: workspace.stateDirectory)
-        let removed = try translatingErrors { try file.remove() }
+        let removed = try file.remove()
         Output.line(removed ? "parent PIN removed" : "no parent PIN was set")
     }
 }

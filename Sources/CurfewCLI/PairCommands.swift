@@ -32,7 +32,7 @@ struct Pair: ParsableCommand {
     func run() throws {
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+        let parent = try workspace.keyRing.loadSigningKey()
         let code = SharedDirectory.newPairingCode()
         let nonce = SharedDirectory.newNonce()
         let now = Workspace.now()
@@ -94,7 +94,7 @@ struct Join: ParsableCommand {
         }
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+        let parent = try workspace.keyRing.loadSigningKey()
         let deadline = Date().addingTimeInterval(timeout)
         var offer: (PairingMessage, PublicKey)?
         while true {
@@ -140,11 +140,9 @@ struct Join: ParsableCommand {
         workspace.shared.removePairing(nonce: message.nonce, kinds: [.accepted])
         try trustPairedKey(key, host: message.host, workspace: workspace)
         // This computer counts on the other one as soon as its enrolment (by this parent key) arrives there.
-        let machine = try translatingErrors {
-            try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
-        }
-        _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
-        if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
+        let machine = try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: SyncSetup.machineIDOverride)
+        _ = try workspace.shared.publish(machine.announcement)
+        if let author = try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) {
             Output.lineNow("enrolled this computer (\(machine.id)) with parent key \(author)")
         }
         Output.lineNow("both parents confirmed: the computers trust each other's parent keys")
@@ -160,13 +158,13 @@ func publishPairingStep(
     let message = PairingMessage(
         kind: kind, nonce: nonce, host: MachineIdentity.hostName(), parentKey: parent.publicKey.base64, keyId: parent.id,
         mac: SharedDirectory.pairingMAC(code: code, authenticated), time: time, expires: expires)
-    try translatingErrors { try workspace.shared.publish(message, signedBy: parent) }
+    try workspace.shared.publish(message, signedBy: parent)
     return message
 }
 
 /// Refuses a revoked key, then asks (unless `yes`) whether to trust `key`.
 func confirmPairedKey(_ key: PublicKey, host: String, workspace: Workspace, yes: Bool) throws {
-    if let revocation = try translatingErrors({ try workspace.keyRing.revocations() })[key.id] {
+    if let revocation = try workspace.keyRing.revocations()[key.id] {
         throw CLIError("key \(key.id) was revoked at \(utcTimestamp(revocation.time)) and cannot be trusted again", .notPermitted)
     }
     guard yes || Output.confirm("Trust parent key \(key.id) of \(UntrustedText.terminal(host))? Records it signs will be enforced here.") else {
@@ -176,10 +174,10 @@ func confirmPairedKey(_ key: PublicKey, host: String, workspace: Workspace, yes:
 
 /// Trusts `key` (confirmed by `confirmPairedKey`).
 func trustPairedKey(_ key: PublicKey, host: String, workspace: Workspace) throws {
-    if try translatingErrors({ try workspace.keyRing.trustedKeys() })[key.id] != nil {
+    if try workspace.keyRing.trustedKeys()[key.id] != nil {
         Output.lineNow("parent key \(key.id) was already trusted here")
         return
     }
-    try translatingErrors { try workspace.keyRing.trust(key) }
+    try workspace.keyRing.trust(key)
     Output.lineNow("trusted parent key \(key.id) of \(UntrustedText.terminal(host))")
 }

@@ -81,7 +81,7 @@ struct PolicyCommand: ParsableCommand {
         var user: String?
 
         func run() throws {
-            if let user { try translatingErrors { try Policy.validateUserName(user) } }
+            if let user { try Policy.validateUserName(user) }
             let bytes: [UInt8]
             do {
                 bytes = try Files.readRegularFile(file, maxBytes: 1 << 20)
@@ -180,10 +180,10 @@ struct ScheduleCommand: ParsableCommand {
     var socket: String?
 
     func run() throws {
-        let requested = try date.map { text in try translatingErrors { try LocalDate.parse(text) } }
+        let requested = try date.map { text in try LocalDate.parse(text) }
         let workspace = Workspace(location)
         let user = try self.user ?? ChildView.me()
-        try translatingErrors { try Policy.validateUserName(user) }
+        try Policy.validateUserName(user)
         // A child cannot read the state directory: their own rules come through the agent.
         let throughAgent = getuid() != 0 && !workspace.stateDirectoryReadable
         if throughAgent { try ChildView.requireOwn(user, what: "schedule") }

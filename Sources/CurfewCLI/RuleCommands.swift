@@ -28,14 +28,14 @@ struct Limit: ParsableCommand {
 
     func run() throws {
         let days = try parseDays(day)
-        let scope = try computers.map { text in try translatingErrors { try LimitScope.parse(text) } }
+        let scope = try computers.map { text in try LimitScope.parse(text) }
         if let week {
             guard duration == nil, !clear, days.isEmpty, scope == nil else {
                 throw CLIError("--week is given alone: curfew limit USER --week 10h (or off)", .invalidArguments)
             }
             let text = week.lowercased()
-            let minutes: Int? = text == "off" || text == "unlimited" ? nil : try translatingErrors { try TimeAllowance.parseMinutes(week) }
-            try translatingErrors { try Policy.validateWeekly(minutes) }
+            let minutes: Int? = text == "off" || text == "unlimited" ? nil : try TimeAllowance.parseMinutes(week)
+            try Policy.validateWeekly(minutes)
             func shown(_ value: Int?) -> String { value.map { TimeAllowance.format(minutes: $0) } ?? "off" }
             try editPolicy(options, user: user) { policy in policy.weeklyLimitMinutes = minutes } describe: { old, new in
                 old.weeklyLimitMinutes == new.weeklyLimitMinutes
@@ -52,9 +52,9 @@ struct Limit: ParsableCommand {
         }
         let allowance = try valueOrClear(duration, clear: clear, days: days, name: "duration", forms: "90m, 1h30m, 2h, 0 or unlimited")
             .map { text in
-                let parsed = try translatingErrors { try TimeAllowance.parse(text) }
+                let parsed = try TimeAllowance.parse(text)
                 let rule = days.isEmpty ? "daily limit" : "daily limit for \(days[0].rawValue)"
-                try translatingErrors { try Policy.validateDaily(parsed, rule: rule) }
+                try Policy.validateDaily(parsed, rule: rule)
                 return parsed
             }
         try editPolicy(options, user: user) { policy in
@@ -108,7 +108,7 @@ struct Bedtime: ParsableCommand {
         let days = try parseDays(day)
         let newWindow: BedtimeWindow?? = try valueOrClear(
             window, clear: clear, days: days, name: "bedtime window", forms: "HH:MM-HH:MM or off"
-        ).map { text in try translatingErrors { try BedtimeWindow.parse(text) } }
+        ).map { text in try BedtimeWindow.parse(text) }
         func text(_ window: BedtimeWindow?) -> String { window.map { "\($0)" } ?? "off" }
         try editPolicy(options, user: user) { policy in
             if days.isEmpty {
@@ -151,7 +151,7 @@ struct Warnings: ParsableCommand {
                 values.append(value)
             }
         }
-        try translatingErrors { try Policy.validateWarnings(values) }
+        try Policy.validateWarnings(values)
         func text(_ list: [Int]) -> String {
             list.isEmpty ? "off" : list.map(String.init).joined(separator: ", ") + " minutes before"
         }
@@ -183,8 +183,8 @@ struct LockoutCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("bedtime or limit (default: both).", valueName: "cause")) var at: String?
 
     func run() throws {
-        let lockout = try translatingErrors { try Lockout.parse(action) }
-        let cause = try at.map { text in try translatingErrors { try LockoutCause.parse(text) } }
+        let lockout = try Lockout.parse(action)
+        let cause = try at.map { text in try LockoutCause.parse(text) }
         try editPolicy(options, user: user) { policy in
             LockoutCommand.set(lockout, at: cause, in: &policy)
         } describe: { old, new in
@@ -240,7 +240,7 @@ struct TimeZoneCommand: ParsableCommand {
 
     func run() throws {
         let timezone: String? = zone == "system" ? nil : zone
-        if let timezone { try translatingErrors { try Policy.validateTimeZone(timezone) } }
+        if let timezone { try Policy.validateTimeZone(timezone) }
         try editPolicy(options, user: user) { policy in
             policy.timezone = timezone
         } describe: { old, new in

@@ -40,7 +40,7 @@ struct DowntimeCommand: ParsableCommand {
             guard let name else { throw CLIError("missing window name (e.g. curfew downtime \(user) add school 08:00-15:00 --day mon-fri)", .invalidArguments) }
             guard let window else { throw CLIError("missing downtime window HH:MM-HH:MM for \(name)", .invalidArguments) }
             let days = day.isEmpty ? Weekday.allCases : try parseDays(day)
-            let added = try translatingErrors { try DowntimeWindow.parse(name: name, window: window, days: days) }
+            let added = try DowntimeWindow.parse(name: name, window: window, days: days)
             try editPolicy(options, user: user) { policy in
                 policy.downtime.removeAll { $0.name == name }
                 policy.downtime.append(added)
@@ -93,9 +93,9 @@ struct BreaksCommand: ParsableCommand {
         } else {
             guard let length else { throw CLIError("missing break length (e.g. curfew breaks \(user) 45m 10m)", .invalidArguments) }
             let value = Breaks(
-                afterMinutes: try translatingErrors { try TimeAllowance.parseMinutes(after) },
-                lengthMinutes: try translatingErrors { try TimeAllowance.parseMinutes(length) })
-            try translatingErrors { try value.validate() }
+                afterMinutes: try TimeAllowance.parseMinutes(after),
+                lengthMinutes: try TimeAllowance.parseMinutes(length))
+            try value.validate()
             breaks = value
         }
         func text(_ value: Breaks?) -> String { value.map { "\($0)" } ?? "off" }
@@ -149,7 +149,7 @@ struct ExceptionCommand: ParsableCommand {
         case "remove":
             guard let removing else { throw CLIError("missing the date of the exception to remove", .invalidArguments) }
             try noExtra(!hasRules, "exception USER remove DATE takes no --limit, --bedtime or --downtime")
-            let (from, to) = try translatingErrors { try PolicyException.parseRange(removing) }
+            let (from, to) = try PolicyException.parseRange(removing)
             try editPolicy(options, user: user) { policy in
                 guard policy.exceptions.contains(where: { $0.from == from && (from == to || $0.to == to) }) else {
                     throw CLIError("user \(user) has no exception starting \(removing)", .invalidArguments)
@@ -164,20 +164,20 @@ struct ExceptionCommand: ParsableCommand {
             guard hasRules else {
                 throw CLIError("an exception needs --limit, --bedtime or --downtime off", .invalidArguments)
             }
-            let (from, to) = try translatingErrors { try PolicyException.parseRange(dates) }
+            let (from, to) = try PolicyException.parseRange(dates)
             var exception = PolicyException(from: from, to: to)
             if let limit {
-                let allowance = try translatingErrors { try TimeAllowance.parse(limit) }
+                let allowance = try TimeAllowance.parse(limit)
                 exception.dailyLimit = allowance
             }
-            if let bedtime { exception.bedtime = .some(try translatingErrors { try BedtimeWindow.parse(bedtime) }) }
+            if let bedtime { exception.bedtime = .some(try BedtimeWindow.parse(bedtime)) }
             if let downtime {
                 guard downtime.lowercased() == "off" else {
                     throw CLIError("--downtime takes off (no downtime windows those days), got \(quoted(downtime))", .invalidArguments)
                 }
                 exception.liftsDowntime = true
             }
-            try translatingErrors { try exception.validate() }
+            try exception.validate()
             var pruned: [PolicyException] = []
             try editPolicy(options, user: user) { policy in
                 let today = Schedule.zone(for: policy).localTime(at: Workspace.now()).date
@@ -228,8 +228,8 @@ struct AllowanceCommand: ParsableCommand {
             guard let times = Int(perWeek), perWeek.allSatisfy(\.isASCII) else {
                 throw CLIError("uses per week must be a whole number, got \(quoted(perWeek))", .invalidArguments)
             }
-            let value = SelfExtension(minutes: try translatingErrors { try TimeAllowance.parseMinutes(duration) }, perWeek: times)
-            try translatingErrors { try value.validate() }
+            let value = SelfExtension(minutes: try TimeAllowance.parseMinutes(duration), perWeek: times)
+            try value.validate()
             allowance = value
         }
         func text(_ value: SelfExtension?) -> String { value.map { "\($0)" } ?? "off" }

@@ -311,7 +311,7 @@ struct SyncEnrol: ParsableCommand {
         }
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let parent = try translatingErrors { try workspace.keyRing.loadSigningKey() }
+        let parent = try workspace.keyRing.loadSigningKey()
         let announced = workspace.shared.announcement(machine)
         guard let machineKey = fileKey ?? announced?.1 else {
             throw CLIError(
@@ -333,7 +333,7 @@ struct SyncEnrol: ParsableCommand {
         }
         let enrolment = MachineEnrolment(
             machine: machine, host: host, publicKey: machineKey.base64, keyId: machineKey.id, author: parent.id, time: Workspace.now().seconds)
-        try translatingErrors { try workspace.shared.publish(enrolment, signedBy: parent) }
+        try workspace.shared.publish(enrolment, signedBy: parent)
         Output.line("enrolled computer \(machine) with parent key \(parent.id)")
     }
 }
@@ -358,7 +358,7 @@ struct SyncPrune: ParsableCommand {
     func run() throws {
         let workspace = Workspace(location)
         try workspace.requireInitialised()
-        let trusted = try translatingErrors { try workspace.keyRing.trustedKeys() }
+        let trusted = try workspace.keyRing.trustedKeys()
         let plan = workspace.shared.prunePlan(trusted: trusted, now: Workspace.now())
         guard !plan.items.isEmpty else {
             Output.line("nothing to prune in \(workspace.shared.path)")

@@ -77,41 +77,37 @@ struct SyncSetup: ParsableCommand {
         }
 
         var done: [String] = []
-        try translatingErrors {
-            done += try SyncthingFolder.prepare(folder)
-            if !isLinkToFolder {
-                if sharedNow != nil {
-                    var moved = 0
-                    for name in try Files.list(sharedPath) {
-                        guard !Files.exists("\(folder)/\(name)") else { continue }
-                        try FileManager.default.moveItem(atPath: "\(sharedPath)/\(name)", toPath: "\(folder)/\(name)")
-                        moved += 1
-                    }
-                    let leftOver = try Files.list(sharedPath)
-                    if leftOver.isEmpty {
-                        try FileManager.default.removeItem(atPath: sharedPath)
-                    } else {
-                        let aside = "\(sharedPath).before-syncthing"
-                        try FileManager.default.moveItem(atPath: sharedPath, toPath: aside)
-                        done.append("kept what the folder already had of the old shared directory in \(aside)")
-                    }
-                    done.append("moved \(moved) entr\(moved == 1 ? "y" : "ies") of \(sharedPath) into \(folder)")
+        done += try SyncthingFolder.prepare(folder)
+        if !isLinkToFolder {
+            if sharedNow != nil {
+                var moved = 0
+                for name in try Files.list(sharedPath) {
+                    guard !Files.exists("\(folder)/\(name)") else { continue }
+                    try FileManager.default.moveItem(atPath: "\(sharedPath)/\(name)", toPath: "\(folder)/\(name)")
+                    moved += 1
                 }
-                try FileManager.default.createSymbolicLink(atPath: sharedPath, withDestinationPath: folder)
-                done.append("made \(sharedPath) a symlink to \(folder)")
+                let leftOver = try Files.list(sharedPath)
+                if leftOver.isEmpty {
+                    try FileManager.default.removeItem(atPath: sharedPath)
+                } else {
+                    let aside = "\(sharedPath).before-syncthing"
+                    try FileManager.default.moveItem(atPath: sharedPath, toPath: aside)
+                    done.append("kept what the folder already had of the old shared directory in \(aside)")
+                }
+                done.append("moved \(moved) entr\(moved == 1 ? "y" : "ies") of \(sharedPath) into \(folder)")
             }
-            try SharedDirectory(path: folder).create()
+            try FileManager.default.createSymbolicLink(atPath: sharedPath, withDestinationPath: folder)
+            done.append("made \(sharedPath) a symlink to \(folder)")
         }
+        try SharedDirectory(path: folder).create()
         done += try writeDropIn()
         do {
             done.append(try Self.configureFolder(api: api, config: config.config, deviceID: deviceID, folder: folder))
         } catch let error as SyncthingAPI.Failure { throw CLIError(error.description, .unavailable) }
         if Files.exists(workspace.keyRing.signingKeyPath) {
-            let machine = try translatingErrors {
-                try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: Self.machineIDOverride)
-            }
-            _ = try translatingErrors { try workspace.shared.publish(machine.announcement) }
-            if let author = try translatingErrors({ try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) }) {
+            let machine = try MachineIdentity.load(stateDirectory: workspace.stateDirectory, override: Self.machineIDOverride)
+            _ = try workspace.shared.publish(machine.announcement)
+            if let author = try workspace.shared.enrolWithOwnParentKey(machine, now: Workspace.now()) {
                 done.append("enrolled this computer (\(machine.id)) with parent key \(author)")
             } else {
                 done.append("this computer (\(machine.id)) is enrolled already")
@@ -209,13 +205,11 @@ struct SyncSetup: ParsableCommand {
 
             """
         var done: [String] = []
-        try translatingErrors {
-            try Files.makeDirectories(directory, mode: 0o755)
-            let existing = try? Files.readRegularFile("\(directory)/\(Self.dropInName)", maxBytes: 1 << 16)
-            if existing != Array(text.utf8) {
-                try Files.writeAtomically(Array(text.utf8), directory: directory, name: Self.dropInName, mode: 0o644)
-                done.append("wrote \(directory)/\(Self.dropInName) (ReadWritePaths=\(folder))")
-            }
+        try Files.makeDirectories(directory, mode: 0o755)
+        let existing = try? Files.readRegularFile("\(directory)/\(Self.dropInName)", maxBytes: 1 << 16)
+        if existing != Array(text.utf8) {
+            try Files.writeAtomically(Array(text.utf8), directory: directory, name: Self.dropInName, mode: 0o644)
+            done.append("wrote \(directory)/\(Self.dropInName) (ReadWritePaths=\(folder))")
         }
         let pid1 = (try? String(contentsOfFile: "/proc/1/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         guard pid1 == "systemd", Files.isDirectory("/run/systemd/system") else {

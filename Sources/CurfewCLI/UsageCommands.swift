@@ -26,7 +26,7 @@ struct Status: ParsableCommand {
     func run() throws {
         let me = Accounts.account(uid: getuid())
         guard let target = user ?? me?.name else { throw CLIError("name a user: your account has no name", .invalidArguments) }
-        try translatingErrors { try Policy.validateUserName(target) }
+        try Policy.validateUserName(target)
         if getuid() != 0 && target != me?.name {
             throw CLIError("you may only see your own status, not \(target)'s", .notPermitted)
         }
@@ -159,9 +159,9 @@ struct Report: ParsableCommand {
     func run() throws {
         let periods = [day != nil, week, month, from != nil || to != nil].filter { $0 }.count
         guard periods <= 1 else { throw CLIError("give one period: --day, --week, --month or --from/--to", .invalidArguments) }
-        let parsedDay = try day.map { text in try translatingErrors { try LocalDate.parse(text) } }
-        let parsedFrom = try from.map { text in try translatingErrors { try LocalDate.parse(text) } }
-        let parsedTo = try to.map { text in try translatingErrors { try LocalDate.parse(text) } }
+        let parsedDay = try day.map { text in try LocalDate.parse(text) }
+        let parsedFrom = try from.map { text in try LocalDate.parse(text) }
+        let parsedTo = try to.map { text in try LocalDate.parse(text) }
         if (parsedFrom == nil) != (parsedTo == nil) { throw CLIError("--from and --to go together", .invalidArguments) }
         if let parsedFrom, let parsedTo, parsedTo < parsedFrom {
             throw CLIError("--to must not be before --from, got \(parsedFrom) to \(parsedTo)", .invalidArguments)
@@ -172,7 +172,7 @@ struct Report: ParsableCommand {
         let throughAgent = getuid() != 0 && !workspace.stateDirectoryReadable
         let target = try throughAgent ? (user ?? ChildView.me()) : resolveUser(workspace)
         if throughAgent {
-            try translatingErrors { try Policy.validateUserName(target) }
+            try Policy.validateUserName(target)
             try ChildView.requireOwn(target, what: "report")
         }
         // Each day is judged by the policy in force that day (from the records and their times) and that
@@ -187,7 +187,7 @@ struct Report: ParsableCommand {
             history = try workspace.reportHistory(of: target)
             do {
                 policy = try workspace.currentPolicy(of: target).policy
-            } catch let error as CLIError {
+            } catch where CLIError(translating: error) != nil {
                 let newest = history.records.sorted { ($0.record.time, $0.id) < ($1.record.time, $1.id) }.last { $0.record.policy != nil }
                 guard let kept = newest?.record.policy else { throw error }
                 policy = kept
@@ -297,7 +297,7 @@ struct Events: ParsableCommand {
     @Flag(name: .long, help: "Check the hash chain of the whole log; exit 65 at the first broken link.") var verify = false
 
     func run() throws {
-        if let user { try translatingErrors { try Policy.validateUserName(user) } }
+        if let user { try Policy.validateUserName(user) }
         if verify && (user != nil || since != nil) {
             throw CLIError("--verify checks the whole log: it takes no user and no --since", .invalidArguments)
         }

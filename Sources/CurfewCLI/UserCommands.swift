@@ -22,7 +22,7 @@ struct UserCommand: ParsableCommand {
         @Argument(help: "The user's login name.", completion: Completions.users) var user: String
 
         func run() throws {
-            try translatingErrors { try Policy.validateUserName(user) }
+            try Policy.validateUserName(user)
             try admin.requireManageable(user)
             let workspace = Workspace(options.location)
             let scan = try workspace.scan(warningsFor: user)

@@ -98,10 +98,10 @@ final class Workspace {
     func scan(warningsFor user: String? = nil) throws -> RecordScan {
         if let cachedScan { return cachedScan }
         try requireInitialised()
-        let trusted = try translatingErrors { try keyRing.trustedKeys() }
-        let revoked = try translatingErrors { try keyRing.revocations() }
+        let trusted = try keyRing.trustedKeys()
+        let revoked = try keyRing.revocations()
         let index = (try? openStore().read { try RecordIndex.all($0) }) ?? [:]
-        let scan = try translatingErrors { try RecordScan.scan(shared, trusted: trusted, index: index, revoked: revoked) }
+        let scan = try RecordScan.scan(shared, trusted: trusted, index: index, revoked: revoked)
         for ignored in scan.ignored where user == nil || ignored.user == nil || ignored.user == user {
             Output.warning("ignored record \(ignored.name): \(ignored.reason)")
         }
@@ -113,7 +113,7 @@ final class Workspace {
     /// The user's records folded (`PolicyMerge`): the policy in force, concurrent edits merged, each
     /// record it needs verified again from its file.
     func policyState(of user: String) throws -> PolicyMerge.Result {
-        try translatingErrors { try Policy.validateUserName(user) }
+        try Policy.validateUserName(user)
         if let folded = folds[user] { return folded }
         let folded = try scan(warningsFor: user).fold(user: user) { try load($0) }
         folds[user] = folded
@@ -198,7 +198,7 @@ final class Workspace {
     func reportHistory(of user: String) throws -> (
         records: [PolicyMerge.Input], grants: [GrantSummary], adjustments: [LocalDate: DayAdjustment]
     ) {
-        try translatingErrors { try Policy.validateUserName(user) }
+        try Policy.validateUserName(user)
         let scan = try self.scan(warningsFor: user)
         let records = try scan.records(of: user).map { PolicyMerge.Input(id: $0.id, record: try load($0)) }
         var adjustments = scan.adjustments[user] ?? [:]
@@ -249,7 +249,7 @@ final class Workspace {
 
     /// Reads and verifies a record file that the scan found valid.
     func load(_ summary: RecordSummary) throws -> PolicyRecord {
-        let trusted = try translatingErrors { try keyRing.trustedKeys() }
+        let trusted = try keyRing.trustedKeys()
         let path = "\(shared.recordsPath)/\(summary.id)"
         switch RecordVerifier.load(path: path, name: summary.id, trusted: trusted) {
         case .success(let record): return record
@@ -261,12 +261,12 @@ final class Workspace {
     func publish(_ policy: Policy?, for user: String, replacing current: RecordSummary?, now: Instant) throws -> (
         version: Int, id: String
     ) {
-        let key = try translatingErrors { try keyRing.loadSigningKey() }
+        let key = try keyRing.loadSigningKey()
         let version = (current?.version ?? 0) + 1
         let record = PolicyRecord(
             user: user, version: version, baseVersion: current?.version ?? 0, author: key.id, time: now.seconds,
             policy: policy)
-        let id = try translatingErrors { try shared.publish(record, signedBy: key) }
+        let id = try shared.publish(record, signedBy: key)
         return (version, id)
     }
 
