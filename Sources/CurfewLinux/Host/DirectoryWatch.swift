@@ -84,13 +84,12 @@ extension DirectoryWatch {
         var blind = true
         while true {
             // Made before the look, so that nothing that arrives after it goes unnoticed.
-            if watch?.path != directory {
-                if let made = try? DirectoryWatch(path: directory) {
-                    watch = made
-                } else if watch == nil {
-                    watch = try? DirectoryWatch(path: parentDirectory(of: directory))
-                }
-                blind = watch.map { mayMissChanges(in: $0.path) } ?? true
+            if watch?.path != directory, let made = try? DirectoryWatch(path: directory) {
+                watch = made
+                blind = mayMissChanges(in: directory)
+            } else if watch == nil, let made = try? DirectoryWatch(path: parentDirectory(of: directory)) {
+                watch = made
+                blind = mayMissChanges(in: made.path)
             }
             if let found = look() { return found }
             let left = remainingMilliseconds()
