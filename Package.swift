@@ -74,7 +74,7 @@ let package = Package(
         .target(
             name: "CurfewAgent",
             dependencies: [
-                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux",
+                "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewPOSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -103,6 +103,7 @@ let package = Package(
                 "CurfewCore", "CurfewStore", "CurfewSync", "CurfewLinux", "CurfewReports", "CurfewPOSIX",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strictImports),
         .executableTarget(name: "curfew", dependencies: ["CurfewCLI"], swiftSettings: strictImports),
         // The child's tray item: a StatusNotifierItem and its dbusmenu over sd-bus, fed by the agent's

@@ -1,7 +1,8 @@
 import CurfewLinux
-import Foundation
+import CurfewPOSIX
 import ServiceLifecycle
 import Synchronization
+import SystemPackage
 
 /// Runs one blocking loop of the agent on a thread of its own, as a `Service`. Graceful shutdown
 /// (SIGTERM) tells every loop to stop; `run` returns when its loop has.
@@ -18,13 +19,13 @@ struct ThreadService: Service {
     }
 
     func run() async throws {
-        await withGracefulShutdownHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        try await withGracefulShutdownHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let agent = self.agent
                 let body = self.body
                 let stop = self.stop
                 let threadName = "curfewd-\(name)"
-                let thread = Thread {
+                let loop: @Sendable () -> Void = {
                     // `curfewd-tracker`, `curfewd-exec-gu`, ... in top -H and /proc/PID/task/TID/comm.
                     ThreadName.set(threadName)
                     body(agent, stop)
@@ -32,8 +33,12 @@ struct ThreadService: Service {
                     stop.wait(milliseconds: -1)
                     continuation.resume()
                 }
-                thread.name = "curfewd-\(name)"
-                thread.start()
+                do {
+                    try POSIXThread.detach(loop)
+                } catch {
+                    // No thread to be had (the process is at its limit): the group stops with the error.
+                    continuation.resume(throwing: error)
+                }
             }
         } onGracefulShutdown: { [stop, agent] in
             agent.beginShutdown()
@@ -53,8 +58,9 @@ public final class StopFlag: Sendable {
         signal.signal()
     }
     public var isSet: Bool { flag.withLock { $0 } }
-    /// Readable once set (never drained).
-    public var descriptor: Int32 { signal.descriptor }
+    /// Readable once set (never drained); borrowed from the flag, which closes it. Nil when no
+    /// eventfd could be made: waiters then look at `isSet` every `Readiness.degradedWaitMilliseconds`.
+    public var descriptor: FileDescriptor? { signal.descriptor }
 
     /// Sleeps until set or `milliseconds` pass (negative: until set); true when set.
     @discardableResult

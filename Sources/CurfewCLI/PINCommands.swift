@@ -1,6 +1,7 @@
 import ArgumentParser
 import CurfewCore
 import CurfewSync
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -75,25 +76,30 @@ struct PINClear: ParsableCommand {
 }
 
 /// The terminal's settings while echo is off, for the signal handler that puts them back.
-nonisolated(unsafe) private var terminalBeforeSecret: (descriptor: Int32, settings: termios)?
+nonisolated(unsafe) private var terminalBeforeSecret: (descriptor: FileDescriptor, settings: termios)?
 
 /// Reads secrets line by line: from the controlling terminal with echo off when standard input is a
 /// terminal (the prompt goes there too), else from standard input without a prompt (scripts, tests).
 /// Never from the command line, where other users could read it in /proc.
-struct SecretReader {
-    let descriptor: Int32
+struct SecretReader: ~Copyable {
+    /// The controlling terminal, opened here and closed with the reader; or standard input (borrowed).
+    let descriptor: FileDescriptor
     let isTerminal: Bool
     static let maxBytes = 256
 
     init() throws {
         if isatty(0) == 1 {
             let terminal = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
-            descriptor = terminal >= 0 ? terminal : 0
+            descriptor = terminal >= 0 ? FileDescriptor(rawValue: terminal) : .standardInput
             isTerminal = true
         } else {
-            descriptor = 0
+            descriptor = .standardInput
             isTerminal = false
         }
+    }
+
+    deinit {
+        if descriptor != .standardInput { try? descriptor.close() }
     }
 
     /// One line without its newline; fails (64) at end of input.
@@ -101,7 +107,7 @@ struct SecretReader {
         guard isTerminal else { return try readLine() }
         write(prompt)
         var settings = termios()
-        guard tcgetattr(descriptor, &settings) == 0 else { return try readLine() }
+        guard tcgetattr(descriptor.rawValue, &settings) == 0 else { return try readLine() }
         var quiet = settings
         quiet.c_lflag &= ~tcflag_t(ECHO | ECHONL)
         terminalBeforeSecret = (descriptor, settings)
@@ -109,13 +115,13 @@ struct SecretReader {
         let previous = signal(SIGINT) { _ in
             if let saved = terminalBeforeSecret {
                 var settings = saved.settings
-                tcsetattr(saved.descriptor, TCSAFLUSH, &settings)
+                tcsetattr(saved.descriptor.rawValue, TCSAFLUSH, &settings)
             }
             _exit(130)
         }
-        tcsetattr(descriptor, TCSAFLUSH, &quiet)
+        tcsetattr(descriptor.rawValue, TCSAFLUSH, &quiet)
         defer {
-            tcsetattr(descriptor, TCSAFLUSH, &settings)
+            tcsetattr(descriptor.rawValue, TCSAFLUSH, &settings)
             terminalBeforeSecret = nil
             signal(SIGINT, previous)
             write("\n")
@@ -125,7 +131,7 @@ struct SecretReader {
 
     private func write(_ text: String) {
         let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { Glibc.write(descriptor == 0 ? 2 : descriptor, $0.baseAddress, $0.count) }
+        _ = bytes.withUnsafeBytes { Glibc.write(descriptor == .standardInput ? 2 : descriptor.rawValue, $0.baseAddress, $0.count) }
     }
 
     /// Reads byte by byte up to a newline, so the second line stays for the second call.
@@ -133,7 +139,7 @@ struct SecretReader {
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while true {
-            let count = Glibc.read(descriptor, &byte, 1)
+            let count = Glibc.read(descriptor.rawValue, &byte, 1)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 {
                 if bytes.isEmpty { throw CLIError("no PIN was typed (end of input); nothing changed", .invalidArguments) }

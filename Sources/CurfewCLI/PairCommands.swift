@@ -1,11 +1,8 @@
 import ArgumentParser
 import CurfewCore
+import CurfewLinux
 import CurfewSync
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `curfew pair` and `curfew join CODE`: two computers' parents trust each other's keys through the
 /// shared folder, bound by a code shown on the first screen and typed on the second (`PairingCode`).
@@ -44,10 +41,8 @@ struct Pair: ParsableCommand {
         Output.lineNow("this computer's parent key: \(parent.id), fingerprint \(KeyFingerprint.text(of: parent.publicKey))")
         Output.lineNow("on the other computer, once the folder has synced: curfew join \(PairingCode.display(code))")
         let deadline = Date().addingTimeInterval(timeout)
-        var answer: (PairingMessage, PublicKey)?
-        while answer == nil && Date() < deadline {
-            answer = workspace.shared.pairingAnswer(nonce: nonce, code: code, offerKey: parent.publicKey.base64)
-            if answer == nil { usleep(200_000) }
+        let answer = waitForPairingStep(in: workspace, until: deadline) {
+            workspace.shared.pairingAnswer(nonce: nonce, code: code, offerKey: parent.publicKey.base64)
         }
         guard let (message, key) = answer else {
             throw CLIError("no computer joined within \(String(format: "%g", timeout)) s; nothing trusted (the offer is withdrawn)", .notConfirmed)
@@ -96,11 +91,8 @@ struct Join: ParsableCommand {
         try workspace.requireInitialised()
         let parent = try workspace.keyRing.loadSigningKey()
         let deadline = Date().addingTimeInterval(timeout)
-        var offer: (PairingMessage, PublicKey)?
-        while true {
-            offer = workspace.shared.pairingOffers(code: code, now: Workspace.now()).first
-            if offer != nil || Date() >= deadline { break }
-            usleep(200_000)
+        let offer = waitForPairingStep(in: workspace, until: deadline) {
+            workspace.shared.pairingOffers(code: code, now: Workspace.now()).first
         }
         guard let (message, key) = offer else {
             throw CLIError(
@@ -124,12 +116,9 @@ struct Join: ParsableCommand {
         // bound by the code to both keys. Until the offer expires (plus a minute for the folder to
         // sync), or this command's own timeout if later.
         let acceptDeadline = max(Date().addingTimeInterval(timeout), Date(timeIntervalSince1970: TimeInterval(message.expires + 60)))
-        var accepted: PairingMessage?
-        while true {
-            accepted = workspace.shared.pairingAcceptance(
+        let accepted = waitForPairingStep(in: workspace, until: acceptDeadline) {
+            workspace.shared.pairingAcceptance(
                 nonce: message.nonce, code: code, offerKey: message.parentKey, answerKey: parent.publicKey.base64)
-            if accepted != nil || Date() >= acceptDeadline { break }
-            usleep(200_000)
         }
         guard accepted != nil else {
             workspace.shared.removePairing(nonce: message.nonce, kinds: [.answer])
@@ -147,6 +136,13 @@ struct Join: ParsableCommand {
         }
         Output.lineNow("both parents confirmed: the computers trust each other's parent keys")
     }
+}
+
+/// What `look` finds in the shared folder's pairing directory, looked for again whenever the directory
+/// changes (and every second where the folder is on a network filesystem), until `deadline`.
+func waitForPairingStep<Found>(in workspace: Workspace, until deadline: Date, _ look: () -> Found?) -> Found? {
+    DirectoryWatch.lookUntilFound(
+        in: workspace.shared.pairingPath, remainingMilliseconds: { Int64((deadline.timeIntervalSinceNow * 1000).rounded(.up)) }, look)
 }
 
 /// Writes this computer's pairing step `kind` to the shared folder: its parent key, signed by that key,

@@ -47,11 +47,11 @@ public final class Indicator {
             }
             var pollers: [pollfd] = []
             var wait: Int64 = -1
-            if let stream { pollers.append(pollfd(fd: stream.descriptor, events: Int16(POLLIN), revents: 0)) } else {
+            if let stream { pollers.append(pollfd(fd: stream.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) } else {
                 pollers.append(pollfd(fd: -1, events: 0, revents: 0))
                 wait = max(0, retryAt - monotonic())
             }
-            if let approval { pollers.append(pollfd(fd: approval.descriptor, events: Int16(POLLIN), revents: 0)) }
+            if let approval { pollers.append(pollfd(fd: approval.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
             if let tray {
                 do {
                     let state = try tray.bus.pollState()

@@ -25,10 +25,10 @@ public struct ConfirmationStore: Sendable {
     /// returned with them, so the caller keeps the rest pending.
     public func write(_ confirmations: [Confirmation]) -> (written: [String], failure: FileError?) {
         guard !confirmations.isEmpty else { return ([], nil) }
-        let dirfd: Int32
+        let directoryDescriptor: FileDescriptor
         // Not through a symlink at either level (SharedDirectory.openDirectory).
-        do { dirfd = try shared.openDirectory(["confirmations", machine.id]) } catch { return ([], error) }
-        defer { close(dirfd) }
+        do { directoryDescriptor = try shared.openDirectory(["confirmations", machine.id]) } catch { return ([], error) }
+        defer { try? directoryDescriptor.close() }
         // Deriving the key id expands the private key (as costly as a signature): once per batch.
         let keyID = machine.key.id
         for confirmation in confirmations {
@@ -45,13 +45,13 @@ public struct ConfirmationStore: Sendable {
                 // is synced once per batch, and the agent checks at start that every confirmation it
                 // believes written is there and not empty.
                 try Files.writeAtomically(
-                    bytes, directory: directory, descriptor: dirfd, name: confirmation.record, mode: 0o644, sync: false)
+                    bytes, directory: directory, descriptor: directoryDescriptor, name: confirmation.record, mode: 0o644, sync: false)
                 written.append(confirmation.record)
             } catch {
                 return (written, error)
             }
         }
-        fsync(dirfd)
+        fsync(directoryDescriptor.rawValue)
         return (written, nil)
     }
 

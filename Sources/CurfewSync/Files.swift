@@ -205,14 +205,11 @@ public enum Files {
 
     /// The names in a directory, without `.` and `..`.
     public static func list(_ path: String) throws(FileError) -> [String] {
-        guard let dir = opendir(path) else { throw FileError(.list, path, errno: .last) }
-        defer { closedir(dir) }
+        var stream: DirectoryStream
+        do { stream = try DirectoryStream(path: path) } catch { throw FileError(.list, path, errno: error) }
         var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
+        while let entry = stream.next() {
+            if !entry.isDotOrDotDot { names.append(entry.name) }
         }
         return names
     }

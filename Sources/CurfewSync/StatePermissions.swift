@@ -37,10 +37,11 @@ public enum StatePermissions {
     /// cannot be read.
     @discardableResult
     public static func secure(_ directory: String) throws -> [Change] {
-        let fd = try Files.check(.open, directory) { open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-        defer { close(fd) }
+        let fd = FileDescriptor(
+            rawValue: try Files.check(.open, directory) { open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) })
+        defer { try? fd.close() }
         var info = stat()
-        _ = try Files.check(.inspect, directory) { fstat(fd, &info) }
+        _ = try Files.check(.inspect, directory) { fstat(fd.rawValue, &info) }
         guard info.st_uid == geteuid() else {
             throw ForeignOwner(path: directory, owner: info.st_uid, mode: info.st_mode & 0o7777)
         }
@@ -50,54 +51,50 @@ public enum StatePermissions {
     }
 
     private static func secure(
-        fd: Int32, path: String, info: stat, depth: Int, skipping: Set<String>, into changes: inout [Change]
+        fd: FileDescriptor, path: String, info: stat, depth: Int, skipping: Set<String>, into changes: inout [Change]
     ) throws {
         let mode = info.st_mode & 0o7777
         if mode != 0o700 {
-            _ = try Files.check(.setMode, path) { fchmod(fd, 0o700) }
+            _ = try Files.check(.setMode, path) { fchmod(fd.rawValue, 0o700) }
             changes.append(Change(path: path, from: mode, to: 0o700))
         }
         // keys/machines is the deepest the state directory goes; a deeper tree is not Curfew's.
         guard depth < 4 else { return }
-        let duplicate = dup(fd)
-        guard duplicate >= 0, let stream = fdopendir(duplicate) else {
-            throw FileError(.list, path, errno: .last)
-        }
-        defer { closedir(stream) }
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            guard name != "." && name != "..", !skipping.contains(name) else { continue }
+        var stream: DirectoryStream
+        do { stream = try DirectoryStream(reading: fd) } catch { throw FileError(.list, path, errno: error) }
+        while let entry = stream.next() {
+            guard !entry.isDotOrDotDot else { continue }
+            let name = entry.name
+            guard !skipping.contains(name) else { continue }
             let child = "\(path)/\(name)"
             var childInfo = stat()
-            switch valueOrErrno({ fstatat(fd, name, &childInfo, AT_SYMLINK_NOFOLLOW) }) {
+            switch valueOrErrno({ fstatat(fd.rawValue, name, &childInfo, AT_SYMLINK_NOFOLLOW) }) {
             case .success: break
             case .failure(.noSuchFileOrDirectory): continue  // removed meanwhile (a temporary file, SQLite's -shm)
             case .failure(let error): throw FileError(.inspect, child, errno: error)
             }
             switch childInfo.st_mode & S_IFMT {
             case S_IFDIR:
-                let childFD: Int32
-                switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
-                case .success(let opened): childFD = opened
+                let childFD: FileDescriptor
+                switch valueOrErrno({ openat(fd.rawValue, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+                case .success(let opened): childFD = FileDescriptor(rawValue: opened)
                 case .failure(.noSuchFileOrDirectory): continue
                 case .failure(let error): throw FileError(.open, child, errno: error)
                 }
-                defer { close(childFD) }
+                defer { try? childFD.close() }
                 try secure(fd: childFD, path: child, info: childInfo, depth: depth + 1, skipping: [], into: &changes)
             case S_IFREG:
                 let childMode = childInfo.st_mode & 0o7777
                 guard childMode & 0o7177 != 0 else { continue }  // 0600 or stricter (0400 keys) stays
                 let fixed = childMode & 0o600
-                let childFD: Int32
-                switch valueOrErrno({ openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }) {
-                case .success(let opened): childFD = opened
+                let childFD: FileDescriptor
+                switch valueOrErrno({ openat(fd.rawValue, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }) {
+                case .success(let opened): childFD = FileDescriptor(rawValue: opened)
                 case .failure(.noSuchFileOrDirectory): continue
                 case .failure(let error): throw FileError(.open, child, errno: error)
                 }
-                defer { close(childFD) }
-                _ = try Files.check(.setMode, child) { fchmod(childFD, fixed) }
+                defer { try? childFD.close() }
+                _ = try Files.check(.setMode, child) { fchmod(childFD.rawValue, fixed) }
                 changes.append(Change(path: child, from: childMode, to: fixed))
             default:
                 continue  // symlinks (shared/ may be one) and sockets are not read through

@@ -60,7 +60,7 @@ public struct SyncthingAPI: Sendable {
     /// One request; the response's status and body. Throws when Syncthing cannot be reached.
     public func request(_ method: String, _ path: String, body: JSONValue? = nil) throws(Failure) -> Response {
         let fd = try connect()
-        defer { close(fd) }
+        defer { try? fd.close() }
         let payload = body?.canonicalBytes ?? []
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nX-API-Key: \(apiKey)\r\nConnection: close\r\n"
         head += "Accept: application/json\r\nContent-Length: \(payload.count)\r\n"
@@ -68,7 +68,7 @@ public struct SyncthingAPI: Sendable {
         let bytes = Array((head + "\r\n").utf8) + payload
         var sent = 0
         while sent < bytes.count {
-            let result = valueOrErrno { bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }
+            let result = valueOrErrno { bytes.withUnsafeBytes { send(fd.rawValue, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }
             guard case .success(let count) = result, count > 0 else {
                 let error = if case .failure(let error) = result { error } else { Errno.last }
                 throw Failure(description: "cannot send to Syncthing at \(host):\(port): \(error)")
@@ -79,7 +79,7 @@ public struct SyncthingAPI: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while received.count < 64 << 20 {
             let count: Int
-            switch valueOrErrno({ buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }) {
+            switch valueOrErrno({ buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) } }) {
             case .success(let received): count = received
             case .failure(let error): throw Failure(description: "no answer from Syncthing at \(host):\(port): \(error)")
             }
@@ -134,16 +134,17 @@ public struct SyncthingAPI: Sendable {
         return result
     }
 
-    private func connect() throws(Failure) -> Int32 {
+    /// A socket connected to Syncthing's REST API, with `timeout` on every send and receive; the caller closes it.
+    private func connect() throws(Failure) -> FileDescriptor {
         let isIPv6 = host.contains(":")
-        let fd: Int32
+        let fd: FileDescriptor
         switch valueOrErrno({ socket(isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }) {
-        case .success(let opened): fd = opened
+        case .success(let opened): fd = FileDescriptor(rawValue: opened)
         case .failure(let error): throw Failure(description: "cannot make a socket: \(error)")
         }
         var limit = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var result: Result<Int32, Errno>
         if isIPv6 {
             var address = sockaddr_in6()
@@ -152,7 +153,7 @@ public struct SyncthingAPI: Sendable {
             inet_pton(AF_INET6, host, &address.sin6_addr)
             result = valueOrErrno(retryOnInterrupt: false) {
                 withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
                 }
             }
         } else {
@@ -162,12 +163,12 @@ public struct SyncthingAPI: Sendable {
             inet_pton(AF_INET, host, &address.sin_addr)
             result = valueOrErrno(retryOnInterrupt: false) {
                 withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
                 }
             }
         }
         if case .failure(let error) = result {
-            close(fd)
+            try? fd.close()
             throw Failure(description: "cannot reach Syncthing's REST API at \(host):\(port): \(error)")
         }
         return fd

@@ -1,3 +1,4 @@
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -104,9 +105,11 @@ public final class SystemZones: ZoneSource, Sendable {
 
     /// A regular file of at most 1 MiB (real zones are a few KiB), without blocking on a FIFO.
     static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        let opened = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard opened >= 0 else { return nil }
+        let file = FileDescriptor(rawValue: opened)
+        defer { try? file.close() }
+        let fd = file.rawValue
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 1 << 20 else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))

@@ -323,7 +323,7 @@ final class RawConnection {
         }
         let stream = try PeerSocketStream(path: path, line: "watch session-1")
         func lines(within seconds: Double) -> [String] {
-            var poller = pollfd(fd: stream.descriptor, events: Int16(POLLIN), revents: 0)
+            var poller = pollfd(fd: stream.descriptor.rawValue, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return [] }
             usleep(50_000)
             return stream.readLines().lines

@@ -80,29 +80,27 @@ public enum DesktopNotifier {
         let deadline = ClockReading.read(CLOCK_MONOTONIC) + Int64(timeoutMilliseconds)
         // A socket pair rather than a pipe: socketpair takes SOCK_CLOEXEC (Swift does not import pipe2),
         // so children spawned meanwhile by other threads do not keep the write end open.
-        var errorsPair: [Int32] = [-1, -1]
-        try LinuxError.check("socketpair for \(operation)") {
-            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &errorsPair)
-        }
-        defer { close(errorsPair[0]) }
+        let errorsPair = try LinuxError.socketPair("socketpair for \(operation)")
+        defer { try? errorsPair.ours.close() }
         let pid: Int32
         do {
-            defer { close(errorsPair[1]) }
+            defer { try? errorsPair.theirs.close() }
             let options = SpawnOptions(
                 environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], output: "/dev/null",
-                passing: [SpawnOptions.Passing(from: errorsPair[1], to: 2)])
+                passing: [SpawnOptions.Passing(from: errorsPair.theirs.rawValue, to: 2)])
             pid = try spawnProcess(path, arguments, uid: uid, gid: gid, options: options)
         }
         // Our unreaped child: its PID cannot be reused until we reap it, so kill(pid) is safe here.
-        let pidfd = pidfd_open(pid, 0)
-        defer { if pidfd >= 0 { close(pidfd) } }
-        _ = fcntl(errorsPair[0], F_SETFL, O_NONBLOCK)
+        let opened = pidfd_open(pid, 0)
+        let pidfd = opened >= 0 ? FileDescriptor(rawValue: opened) : nil
+        defer { try? pidfd?.close() }
+        _ = fcntl(errorsPair.ours.rawValue, F_SETFL, O_NONBLOCK)
         var errors: [UInt8] = []
         var readable = true
         while true {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                drain(errorsPair[0], into: &errors)
+                drain(errorsPair.ours, into: &errors)
                 return (status, String(decoding: errors, as: UTF8.self))
             }
             let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
@@ -112,22 +110,22 @@ public enum DesktopNotifier {
             }
             // Without a pidfd (it cannot fail for our own child, but still), wake up every 10 ms.
             var pollers = [
-                pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: readable ? errorsPair[0] : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: pidfd?.rawValue ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: readable ? errorsPair.ours.rawValue : -1, events: Int16(POLLIN), revents: 0),
             ]
-            let slice = pidfd >= 0 ? left : min(left, 10)
+            let slice = pidfd != nil ? left : min(left, 10)
             _ = poll(&pollers, 2, Int32(min(slice, Int64(Int32.max))))
-            if pollers[1].revents != 0 { readable = drain(errorsPair[0], into: &errors) }
+            if pollers[1].revents != 0 { readable = drain(errorsPair.ours, into: &errors) }
         }
     }
 
     /// Reads what is there (non-blocking) into `bytes`, keeping the first 4 KiB; false at end of file.
     @discardableResult
-    private static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
+    private static func drain(_ fd: FileDescriptor, into bytes: inout [UInt8]) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 1024)
         while true {
             let count: Int
-            switch valueOrErrno(retryOnInterrupt: false, { read(fd, &chunk, chunk.count) }) {
+            switch valueOrErrno(retryOnInterrupt: false, { read(fd.rawValue, &chunk, chunk.count) }) {
             case .success(0): return false
             case .success(let read): count = read
             case .failure(let error): return error.isTemporary

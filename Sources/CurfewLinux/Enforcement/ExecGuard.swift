@@ -39,8 +39,8 @@ public final class ExecGuard: Sendable {
         public var denial: ExecRules.Denial
     }
 
-    /// The fanotify group.
-    public let descriptor: Int32
+    /// The fanotify group, open for as long as the guard.
+    public let descriptor: FileDescriptor
     let identities: FileIdentityCache
     let deadlineNanoseconds: Int64
     /// A test's hook (`curfewd --exec-guard-stall`): the guard thread sleeps this long before deciding a
@@ -49,7 +49,7 @@ public final class ExecGuard: Sendable {
     let rules = Mutex(ExecRules())
     /// The watchdog's one-shot timer (CLOCK_MONOTONIC): armed for the deadline while the guard thread
     /// holds an event, disarmed by its answer. It fires only for a late decision.
-    let deadlineTimer: Int32
+    let deadlineTimer: FileDescriptor
     /// Signalled when rules are published, for the guard thread: it marks the filesystems while some user has
     /// something denied and removes the marks while nobody has (then no exec on the machine waits for
     /// the agent at all), and drops the ignore marks, which were decided under the old rules.
@@ -83,15 +83,15 @@ public final class ExecGuard: Sendable {
         onDenial: @escaping @Sendable () -> Void = {}
     ) throws(LinuxError) {
         // O_LARGEFILE is 0 on 64-bit glibc; event descriptors are read-only and close-on-exec.
-        descriptor = try LinuxError.check("fanotify_init") {
+        let group = try LinuxError.check("fanotify_init") {
             fanotify_init(UInt32(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK), UInt32(O_RDONLY | O_CLOEXEC))
         }
+        descriptor = FileDescriptor(rawValue: group)
         do {
-            deadlineTimer = try LinuxError.check("timerfd_create") {
-                timerfd_create(CLOCK_MONOTONIC, CURFEW_TFD_CLOEXEC | CURFEW_TFD_NONBLOCK)
-            }
+            deadlineTimer = FileDescriptor(
+                rawValue: try LinuxError.check("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, CURFEW_TFD_CLOEXEC | CURFEW_TFD_NONBLOCK) })
         } catch {
-            close(descriptor)
+            try? descriptor.close()
             throw error
         }
         self.identities = identities
@@ -101,8 +101,8 @@ public final class ExecGuard: Sendable {
     }
 
     deinit {
-        close(descriptor)
-        close(deadlineTimer)
+        try? descriptor.close()
+        try? deadlineTimer.close()
     }
 
     /// Takes what the tracker decided; the guard thread uses it from its next event on. The old value
@@ -135,7 +135,7 @@ public final class ExecGuard: Sendable {
             do {
                 try LinuxError.check("fanotify_mark FAN_MARK_FILESYSTEM \(mount.point)") {
                     fanotify_mark(
-                        descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_FILESYSTEM), UInt64(FAN_OPEN_EXEC_PERM), AT_FDCWD, mount.point)
+                        descriptor.rawValue, UInt32(FAN_MARK_ADD | FAN_MARK_FILESYSTEM), UInt64(FAN_OPEN_EXEC_PERM), AT_FDCWD, mount.point)
                 }
                 marked.withLock { _ = $0.insert(mount.device) }
                 newlyMarked.append(mount.point)
@@ -144,7 +144,7 @@ public final class ExecGuard: Sendable {
                 do {
                     try LinuxError.check("fanotify_mark FAN_MARK_MOUNT \(mount.point)") {
                         fanotify_mark(
-                            descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_MOUNT), UInt64(FAN_OPEN_EXEC_PERM), AT_FDCWD, mount.point)
+                            descriptor.rawValue, UInt32(FAN_MARK_ADD | FAN_MARK_MOUNT), UInt64(FAN_OPEN_EXEC_PERM), AT_FDCWD, mount.point)
                     }
                     marked.withLock { _ = $0.insert("mount:\(mount.id)") }
                     newlyMarked.append(mount.point)
@@ -158,9 +158,9 @@ public final class ExecGuard: Sendable {
 
     /// Removes every mark (the descriptor stays open until the guard is released).
     public func removeMarks() {
-        _ = fanotify_mark(descriptor, UInt32(FAN_MARK_FLUSH | FAN_MARK_FILESYSTEM), 0, AT_FDCWD, nil)
-        _ = fanotify_mark(descriptor, UInt32(FAN_MARK_FLUSH | FAN_MARK_MOUNT), 0, AT_FDCWD, nil)
-        _ = fanotify_mark(descriptor, UInt32(FAN_MARK_FLUSH), 0, AT_FDCWD, nil)
+        _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_FLUSH | FAN_MARK_FILESYSTEM), 0, AT_FDCWD, nil)
+        _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_FLUSH | FAN_MARK_MOUNT), 0, AT_FDCWD, nil)
+        _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_FLUSH), 0, AT_FDCWD, nil)
         marked.withLock { $0 = [] }
     }
 
@@ -210,16 +210,21 @@ public final class ExecGuard: Sendable {
 
     /// Answers events until `stop` is readable, then removes the marks. Marks new mounts as they
     /// appear. Every event read is answered before the next is read.
-    public func run(until stop: Int32, logger: Logger) {
+    public func run(until stop: FileDescriptor?, logger: Logger) {
         defer {
             removeMarks()
             allowQueued()
         }
         let ownPID = getpid()
-        let procDirectory = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        defer { if procDirectory >= 0 { close(procDirectory) } }
-        let mountInfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
-        defer { if mountInfo >= 0 { close(mountInfo) } }
+        // Opened here, closed when the guard stops; -1 (left out of poll, no uid) when they cannot be.
+        let procOpened = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let proc = procOpened >= 0 ? FileDescriptor(rawValue: procOpened) : nil
+        defer { try? proc?.close() }
+        let procDirectory = proc?.rawValue ?? -1
+        let mountInfoOpened = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        let mountInfoFile = mountInfoOpened >= 0 ? FileDescriptor(rawValue: mountInfoOpened) : nil
+        defer { try? mountInfoFile?.close() }
+        let mountInfo = mountInfoFile?.rawValue ?? -1
         // Preallocated: one event, a process's status, a file's path, `PID/status`.
         let eventSize = MemoryLayout<fanotify_event_metadata>.size
         let event = UnsafeMutableRawPointer.allocate(byteCount: eventSize, alignment: 8)
@@ -233,9 +238,10 @@ public final class ExecGuard: Sendable {
             path.deallocate()
         }
         var pollers = [
-            pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: stop, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: stop?.rawValue ?? -1, events: Int16(POLLIN), revents: 0),
             pollfd(fd: mountInfo, events: Int16(POLLPRI), revents: 0),
-            pollfd(fd: marksChanged.descriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: marksChanged.descriptor?.rawValue ?? -1, events: Int16(POLLIN), revents: 0),
         ]
         var watching = !marked.withLock { $0.isEmpty }
         while true {
@@ -249,7 +255,7 @@ public final class ExecGuard: Sendable {
             if pollers[3].revents != 0 {
                 marksChanged.drain()
                 // Ignore marks were decided under the old rules (inode marks only: FAN_MARK_FLUSH alone).
-                _ = fanotify_mark(descriptor, UInt32(FAN_MARK_FLUSH), 0, AT_FDCWD, nil)
+                _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_FLUSH), 0, AT_FDCWD, nil)
                 let needed = !rules.withLock { $0.isEmpty }
                 if needed && !watching {
                     let (newMounts, failures) = markMounts()
@@ -272,12 +278,13 @@ public final class ExecGuard: Sendable {
             }
             // One event per read: each is answered before the next is taken.
             while true {
-                guard case .success(eventSize) = valueOrErrno({ read(descriptor, event, eventSize) }) else { break }
+                guard case .success(eventSize) = valueOrErrno({ read(descriptor.rawValue, event, eventSize) }) else { break }
                 let metadata = event.load(as: fanotify_event_metadata.self)
                 guard metadata.vers == UInt8(FANOTIFY_METADATA_VERSION), metadata.fd >= 0 else { continue }
-                let fd = metadata.fd
+                // The file being executed, opened for us by the kernel: ours to close once answered.
+                let fd = FileDescriptor(rawValue: metadata.fd)
                 currentSince.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-                current.store(Int64(fd) + 1, ordering: .releasing)
+                current.store(Int64(fd.rawValue) + 1, ordering: .releasing)
                 setDeadlineTimer(nanoseconds: deadlineNanoseconds)
                 var answer = UInt32(FAN_ALLOW)
                 var denial: ExecRules.Denial? = nil
@@ -290,7 +297,7 @@ public final class ExecGuard: Sendable {
                 setDeadlineTimer(nanoseconds: 0)
                 // After the answer: a file nobody is denied now is not shown to the guard again.
                 if answeredByUs && denial == nil { ignoreIfAllowedToAll(fd: fd, name: name, path: path) }
-                close(fd)
+                try? fd.close()
                 if answeredByUs, let denial {
                     denied.add(1, ordering: .relaxed)
                     denials.withLock { queued in
@@ -310,7 +317,7 @@ public final class ExecGuard: Sendable {
 
     /// The denial for one event, or nil to allow it.
     func decide(
-        fd: Int32, pid: Int32, procDirectory: Int32, status: UnsafeMutablePointer<UInt8>, name: UnsafeMutablePointer<CChar>,
+        fd: FileDescriptor, pid: Int32, procDirectory: Int32, status: UnsafeMutablePointer<UInt8>, name: UnsafeMutablePointer<CChar>,
         path: UnsafeMutablePointer<CChar>
     ) -> ExecRules.Denial? {
         let rules = self.rules.withLock { $0 }
@@ -319,10 +326,10 @@ public final class ExecGuard: Sendable {
         else { return nil }
         if stallMilliseconds > 0 { usleep(UInt32(clamping: stallMilliseconds * 1000)) }
         var file = stat()
-        guard fstat(fd, &file) == 0 else { return nil }
+        guard fstat(fd.rawValue, &file) == 0 else { return nil }
         let known = identities.cachedIdentity(of: file)?.all ?? []
         // The file's path as the process opened it (`/proc/self/fd/N`); ` (deleted)` is ignored by matching.
-        Self.writeDecimal(fd, prefix: "/proc/self/fd/", into: name)
+        Self.writeDecimal(fd.rawValue, prefix: "/proc/self/fd/", into: name)
         let length = readlink(name, path, Int(PATH_MAX))
         guard length > 0 else { return nil }
         let filePath = String(
@@ -335,12 +342,12 @@ public final class ExecGuard: Sendable {
     /// denied it now: with what names it (`ignoreIdentities`), its path and the rules, exactly as
     /// `decide` would name it for each of them. Interpreters and the dynamic loader, opened by most
     /// execs, are never denied and so are shown once.
-    func ignoreIfAllowedToAll(fd: Int32, name: UnsafeMutablePointer<CChar>, path: UnsafeMutablePointer<CChar>) {
+    func ignoreIfAllowedToAll(fd: FileDescriptor, name: UnsafeMutablePointer<CChar>, path: UnsafeMutablePointer<CChar>) {
         let rules = self.rules.withLock { $0 }
         guard !rules.isEmpty else { return }
         var file = stat()
-        guard fstat(fd, &file) == 0, let known = ignoreIdentities(fd: fd, file: file) else { return }
-        Self.writeDecimal(fd, prefix: "/proc/self/fd/", into: name)
+        guard fstat(fd.rawValue, &file) == 0, let known = ignoreIdentities(fd: fd, file: file) else { return }
+        Self.writeDecimal(fd.rawValue, prefix: "/proc/self/fd/", into: name)
         let length = readlink(name, path, Int(PATH_MAX))
         guard length > 0 else { return }
         let filePath = String(
@@ -348,7 +355,7 @@ public final class ExecGuard: Sendable {
         for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid) != nil {
             return
         }
-        _ = fanotify_mark(descriptor, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd, nil)
+        _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd.rawValue, nil)
     }
 
     /// Files without a build-id up to this size (scripts) are hashed on the guard thread to be ignored.
@@ -361,9 +368,9 @@ public final class ExecGuard: Sendable {
     /// the file is not ignored (each exec of it costs the guard one cheap answer). Hashing a large
     /// program here held every exec that queued meanwhile, on the whole machine, for as long as reading
     /// it took.
-    func ignoreIdentities(fd: Int32, file: stat) -> [String]? {
+    func ignoreIdentities(fd: FileDescriptor, file: stat) -> [String]? {
         if let cached = identities.cachedIdentity(of: file) { return cached.all }
-        if let buildID = ElfBuildID.read(fd: fd) { return [buildID] }
+        if let buildID = ElfBuildID.read(fd: fd.rawValue) { return [buildID] }
         guard Int64(file.st_size) <= Self.hashedToIgnoreBytes, let hash = FileIdentityCache.hash(fd: fd, size: Int64(file.st_size))
         else { return nil }
         return [hash]
@@ -373,16 +380,17 @@ public final class ExecGuard: Sendable {
     func allowQueued() {
         var event = fanotify_event_metadata()
         let eventSize = MemoryLayout<fanotify_event_metadata>.size
-        while Glibc.read(descriptor, &event, eventSize) == eventSize {
+        while Glibc.read(descriptor.rawValue, &event, eventSize) == eventSize {
             guard event.fd >= 0 else { continue }
-            respond(fd: event.fd, response: UInt32(FAN_ALLOW))
-            close(event.fd)
+            let fd = FileDescriptor(rawValue: event.fd)
+            respond(fd: fd, response: UInt32(FAN_ALLOW))
+            try? fd.close()
         }
     }
 
     /// Answers the event on `fd` unless the watchdog took it; whether the guard thread answered.
-    func finish(fd: Int32, response: UInt32) -> Bool {
-        let token = Int64(fd) + 1
+    func finish(fd: FileDescriptor, response: UInt32) -> Bool {
+        let token = Int64(fd.rawValue) + 1
         if current.compareExchange(expected: token, desired: 0, ordering: .acquiringAndReleasing).exchanged {
             respond(fd: fd, response: response)
             return true
@@ -393,9 +401,9 @@ public final class ExecGuard: Sendable {
         return false
     }
 
-    func respond(fd: Int32, response: UInt32) {
-        var answer = fanotify_response(fd: fd, response: response)
-        _ = valueOrErrno { write(descriptor, &answer, MemoryLayout<fanotify_response>.size) }
+    func respond(fd: FileDescriptor, response: UInt32) {
+        var answer = fanotify_response(fd: fd.rawValue, response: response)
+        _ = valueOrErrno { write(descriptor.rawValue, &answer, MemoryLayout<fanotify_response>.size) }
     }
 
     // MARK: - The watchdog
@@ -406,14 +414,14 @@ public final class ExecGuard: Sendable {
     func setDeadlineTimer(nanoseconds: Int64) {
         var value = itimerspec()
         value.it_value = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        _ = timerfd_settime(deadlineTimer, 0, &value, nil)
+        _ = timerfd_settime(deadlineTimer.rawValue, 0, &value, nil)
     }
 
     /// Answers `FAN_ALLOW` for the event the guard thread holds once it has held it past the deadline,
     /// then for every event that queues until the guard thread comes back. It sleeps until the deadline
     /// timer fires, which happens only when a decision is late: an agent whose guard answers on time
     /// never wakes it.
-    public func runWatchdog(until stop: Int32, logger: Logger) {
+    public func runWatchdog(until stop: FileDescriptor?, logger: Logger) {
         let quarter = max(1, deadlineNanoseconds / 4_000_000)
         var lastLogged: Int64 = .min / 2
         /// Execs allowed late since the last log line.
@@ -423,12 +431,13 @@ public final class ExecGuard: Sendable {
             let ready = Readiness.wait([stop, deadlineTimer], timeoutMilliseconds: -1)
             if ready.first == true { return }
             // The timer's count of expirations; it is readable again only when it fires again.
-            _ = Glibc.read(deadlineTimer, &expirations, MemoryLayout<UInt64>.size)
+            _ = Glibc.read(deadlineTimer.rawValue, &expirations, MemoryLayout<UInt64>.size)
             let token = current.load(ordering: .acquiring)
             guard token > 0, Self.monotonicNanoseconds() - currentSince.load(ordering: .relaxed) >= deadlineNanoseconds,
                 current.compareExchange(expected: token, desired: -1, ordering: .acquiringAndReleasing).exchanged
             else { continue }
-            respond(fd: Int32(token - 1), response: UInt32(FAN_ALLOW))
+            // Borrowed: the guard thread closes it once this answer is given (-2).
+            respond(fd: FileDescriptor(rawValue: Int32(token - 1)), response: UInt32(FAN_ALLOW))
             current.store(-2, ordering: .releasing)
             late.add(1, ordering: .relaxed)
             // Said when it happens (at most once a minute, with how many were allowed late meanwhile).
@@ -445,11 +454,12 @@ public final class ExecGuard: Sendable {
             var event = fanotify_event_metadata()
             let eventSize = MemoryLayout<fanotify_event_metadata>.size
             while current.load(ordering: .acquiring) == -2 {
-                let read = Glibc.read(descriptor, &event, eventSize)
+                let read = Glibc.read(descriptor.rawValue, &event, eventSize)
                 if read == eventSize {
                     if event.fd >= 0 {
-                        respond(fd: event.fd, response: UInt32(FAN_ALLOW))
-                        close(event.fd)
+                        let fd = FileDescriptor(rawValue: event.fd)
+                        respond(fd: fd, response: UInt32(FAN_ALLOW))
+                        try? fd.close()
                         late.add(1, ordering: .relaxed)
                         lateBefore += 1
                     }
@@ -469,10 +479,11 @@ public final class ExecGuard: Sendable {
     ) -> UInt32? {
         guard procDirectory >= 0, pid > 0 else { return nil }
         writeDecimal(pid, prefix: "", suffix: "/status", into: name)
-        let fd = openat(procDirectory, name, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        let count = read(fd, buffer, 1023)
+        let opened = openat(procDirectory, name, O_RDONLY | O_CLOEXEC)
+        guard opened >= 0 else { return nil }
+        let file = FileDescriptor(rawValue: opened)
+        defer { try? file.close() }
+        let count = read(file.rawValue, buffer, 1023)
         guard count > 0 else { return nil }
         // "\nUid:\t<real>\t<effective>..."
         var index = 0

@@ -143,38 +143,33 @@ public struct NetworkFilter: Sendable {
         // nft reads `-f -` by opening /dev/stdin, which a socket cannot be opened as: the input goes
         // in an unlinked temporary file instead (mkstemp(3): a new name, O_EXCL, mode 0600).
         let inputFile = try Self.temporaryFile(holding: input)
-        defer { close(inputFile) }
+        defer { try? inputFile.close() }
         // Socket pairs rather than pipes for what nft says: they take SOCK_CLOEXEC (Swift does not
         // import pipe2), so children other threads spawn meanwhile do not keep an end open.
-        func pair() throws(LinuxError) -> [Int32] {
-            var ends: [Int32] = [-1, -1]
-            try LinuxError.check("socketpair for nft") {
-                socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends)
-            }
-            return ends
-        }
-        let stdout = try pair()
-        defer { close(stdout[0]) }
-        let stderr: [Int32]
+        let stdout = try LinuxError.socketPair("socketpair for nft")
+        defer { try? stdout.ours.close() }
+        let stderr: (ours: FileDescriptor, theirs: FileDescriptor)
         do {
-            stderr = try pair()
+            stderr = try LinuxError.socketPair("socketpair for nft")
         } catch {
-            close(stdout[1])
+            try? stdout.theirs.close()
             throw error
         }
-        defer { close(stderr[0]) }
+        defer { try? stderr.ours.close() }
         let pid: Int32
         do {
             defer {
-                close(stdout[1])
-                close(stderr[1])
+                try? stdout.theirs.close()
+                try? stderr.theirs.close()
             }
             let options = SpawnOptions(
-                environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"], input: inputFile,
-                passing: [SpawnOptions.Passing(from: stdout[1], to: 1), SpawnOptions.Passing(from: stderr[1], to: 2)])
+                environment: ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"], input: inputFile.rawValue,
+                passing: [
+                    SpawnOptions.Passing(from: stdout.theirs.rawValue, to: 1), SpawnOptions.Passing(from: stderr.theirs.rawValue, to: 2),
+                ])
             pid = try spawnProcess(program[0], Array(program.dropFirst()) + arguments, options: options)
         }
-        for descriptor in [stdout[0], stderr[0]] { _ = fcntl(descriptor, F_SETFL, O_NONBLOCK) }
+        for descriptor in [stdout.ours, stderr.ours] { _ = fcntl(descriptor.rawValue, F_SETFL, O_NONBLOCK) }
         var output: [UInt8] = []
         var errors: [UInt8] = []
         var outputOpen = true
@@ -187,45 +182,49 @@ public struct NetworkFilter: Sendable {
                 throw LinuxError(operation: "nft: no answer within \(timeoutMilliseconds) ms", errno: .timedOut)
             }
             var pollers = [
-                pollfd(fd: outputOpen ? stdout[0] : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: errorsOpen ? stderr[0] : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: outputOpen ? stdout.ours.rawValue : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: errorsOpen ? stderr.ours.rawValue : -1, events: Int16(POLLIN), revents: 0),
             ]
             _ = poll(&pollers, 2, Int32(min(left, 1_000)))
-            if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout[0], into: &output) }
-            if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr[0], into: &errors) }
+            if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout.ours, into: &output) }
+            if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr.ours, into: &errors) }
         }
         guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: .noChildProcess) }
         return (status, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
     }
 
-    /// A descriptor of an unlinked temporary file holding `bytes`, at its start (close-on-exec).
-    static func temporaryFile(holding bytes: [UInt8]) throws(LinuxError) -> Int32 {
+    /// A descriptor of an unlinked temporary file holding `bytes`, at its start (close-on-exec); the
+    /// caller closes it.
+    static func temporaryFile(holding bytes: [UInt8]) throws(LinuxError) -> FileDescriptor {
         var template = Array("/tmp/curfew-nft-XXXXXX".utf8CString)
-        let fd = try LinuxError.check("mkstemp /tmp/curfew-nft-XXXXXX") { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } }
+        let fd = FileDescriptor(
+            rawValue: try LinuxError.check("mkstemp /tmp/curfew-nft-XXXXXX") { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } })
         unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC)
         var written = 0
         while written < bytes.count {
             let count: Int
             do throws(LinuxError) {
-                count = try LinuxError.check("write the nft input") { bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+                count = try LinuxError.check("write the nft input") {
+                    bytes[written...].withUnsafeBytes { Glibc.write(fd.rawValue, $0.baseAddress, $0.count) }
+                }
                 guard count > 0 else { throw LinuxError(operation: "write the nft input", errno: .ioError) }
             } catch {
-                close(fd)
+                try? fd.close()
                 throw error
             }
             written += count
         }
-        lseek(fd, 0, SEEK_SET)
+        lseek(fd.rawValue, 0, SEEK_SET)
         return fd
     }
 
-    /// Reads what is there into `bytes` (at most 1 MiB kept); false at end of file.
-    static func drain(_ fd: Int32, into bytes: inout [UInt8]) -> Bool {
+    /// Reads what is there on `fd` (borrowed) into `bytes` (at most 1 MiB kept); false at end of file.
+    static func drain(_ fd: FileDescriptor, into bytes: inout [UInt8]) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
             let count: Int
-            switch valueOrErrno(retryOnInterrupt: false, { read(fd, &chunk, chunk.count) }) {
+            switch valueOrErrno(retryOnInterrupt: false, { read(fd.rawValue, &chunk, chunk.count) }) {
             case .success(0): return false
             case .success(let read): count = read
             case .failure(let error): return error.isTemporary

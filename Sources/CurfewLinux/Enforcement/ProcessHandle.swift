@@ -26,15 +26,15 @@ public struct ProcessRef: Sendable, Hashable, CustomStringConvertible {
 /// Immutable, so it may be shared; closes its descriptor in deinit.
 public final class ProcessHandle: Sendable {
     public let ref: ProcessRef
-    /// The pidfd, valid until the handle is released.
-    public let descriptor: Int32
+    /// The pidfd, open until the handle is released.
+    public let descriptor: FileDescriptor
 
-    private init(ref: ProcessRef, descriptor: Int32) {
+    private init(ref: ProcessRef, descriptor: FileDescriptor) {
         self.ref = ref
         self.descriptor = descriptor
     }
 
-    deinit { close(descriptor) }
+    deinit { try? descriptor.close() }
 
     /// pidfd_open(2) on `ref.pid`, then reads the start time of `procRoot/PID/stat` again: if it is not
     /// `ref.startTime` the PID was reused before the descriptor was taken, and this throws ESRCH. (Once
@@ -46,7 +46,7 @@ public final class ProcessHandle: Sendable {
     public static func open(_ ref: ProcessRef, procRoot: String = "/proc") throws(LinuxError) -> ProcessHandle {
         guard ref.pid > 0 else { throw LinuxError(operation: "pidfd_open \(ref.pid)", errno: .noSuchProcess) }
         let descriptor = try LinuxError.check("pidfd_open \(ref.pid)") { pidfd_open(ref.pid, 0) }
-        let handle = ProcessHandle(ref: ref, descriptor: descriptor)
+        let handle = ProcessHandle(ref: ref, descriptor: FileDescriptor(rawValue: descriptor))
         let path = "\(procRoot)/\(ref.pid)/stat"
         guard let startTime = try readStartTime(path) else {
             throw LinuxError(operation: "read \(path): no start time", errno: .noSuchProcess)
@@ -67,7 +67,7 @@ public final class ProcessHandle: Sendable {
     public func signal(_ signal: Int32) throws(LinuxError) -> Bool {
         do {
             try LinuxError.check("pidfd_send_signal \(ref) \(signal)") {
-                pidfd_send_signal(descriptor, signal, nil, 0)
+                pidfd_send_signal(descriptor.rawValue, signal, nil, 0)
             }
             return true
         } catch where error.errno == .noSuchProcess {
@@ -78,20 +78,20 @@ public final class ProcessHandle: Sendable {
     /// poll(2) with timeout 0: a pidfd becomes readable when its process has exited (the whole thread
     /// group), whether or not it has been reaped yet.
     public var hasExited: Bool {
-        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        var poller = pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0)
         guard let ready = try? LinuxError.check("poll pidfd \(ref)", { poll(&poller, 1, 0) }) else { return false }
         return ready > 0 && poller.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
     }
 
     /// Field 22 of a stat file; nil when it does not exist (the process is gone) or does not parse.
     static func readStartTime(_ path: String) throws(LinuxError) -> UInt64? {
-        let fd: Int32
+        let fd: FileDescriptor
         do {
-            fd = try LinuxError.check("open \(path)") { Glibc.open(path, O_RDONLY | O_CLOEXEC) }
+            fd = FileDescriptor(rawValue: try LinuxError.check("open \(path)") { Glibc.open(path, O_RDONLY | O_CLOEXEC) })
         } catch where error.errno == .noSuchFileOrDirectory || error.errno == .noSuchProcess {
             return nil
         }
-        defer { close(fd) }
+        defer { try? fd.close() }
         // One line of at most a few hundred bytes (the command name is at most 64 bytes).
         var buffer = [UInt8](repeating: 0, count: 2048)
         var total = 0
@@ -99,7 +99,7 @@ public final class ProcessHandle: Sendable {
             let count: Int
             do {
                 count = try LinuxError.check("read \(path)") {
-                    buffer.withUnsafeMutableBytes { bytes in read(fd, bytes.baseAddress! + total, bytes.count - total) }
+                    buffer.withUnsafeMutableBytes { bytes in read(fd.rawValue, bytes.baseAddress! + total, bytes.count - total) }
                 }
             } catch where error.errno == .noSuchProcess {
                 return nil

@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import Glibc
 import CLinux
 
@@ -34,13 +36,10 @@ public enum TerminalMessages {
     /// `devRoot/pts/<digits>` and `devRoot/tty<digits>` (virtual consoles), sorted.
     static func terminals(in devRoot: String) -> [String] {
         func names(in directory: String, prefix: String) -> [String] {
-            guard let stream = opendir(directory) else { return [] }
-            defer { closedir(stream) }
+            guard var stream = try? DirectoryStream(path: directory) else { return [] }
             var found: [String] = []
-            while let entry = readdir(stream) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                    String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-                }
+            while let entry = stream.next() {
+                let name = entry.name
                 guard name.hasPrefix(prefix) else { continue }
                 let number = name.dropFirst(prefix.count)
                 if !number.isEmpty && number.allSatisfy({ $0.isASCII && $0.isNumber }) {
@@ -64,10 +63,12 @@ public enum TerminalMessages {
     /// still `uid`'s terminal (it may have been handed on since `owner`), write(2) once per chunk.
     private static func write(_ message: [UInt8], to path: String, uid: UInt32) -> Bool {
         guard
-            let fd = try? LinuxError.check(
+            let opened = try? LinuxError.check(
                 "open \(path)", { open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW) })
         else { return false }
-        defer { close(fd) }
+        let terminal = FileDescriptor(rawValue: opened)
+        defer { try? terminal.close() }
+        let fd = terminal.rawValue
         var status = stat()
         guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFCHR, status.st_uid == uid, isatty(fd) == 1
         else { return false }

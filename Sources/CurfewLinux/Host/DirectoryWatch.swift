@@ -9,17 +9,18 @@ import CurfewPOSIX
 /// removed. Callers rescan the directory; the events themselves carry nothing they rely on, so a
 /// queue overflow costs nothing.
 public final class DirectoryWatch: Sendable {
-    let fd: Int32
+    /// The inotify instance, open for as long as the watch.
+    let fd: FileDescriptor
     public let path: String
 
     /// inotify_init1 + inotify_add_watch.
     public init(path: String) throws(LinuxError) {
-        let fd = try LinuxError.check("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
+        let fd = FileDescriptor(rawValue: try LinuxError.check("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) })
         let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
         do {
-            try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd, path, mask) }
+            try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd.rawValue, path, mask) }
         } catch {
-            close(fd)
+            try? fd.close()
             throw error
         }
         self.fd = fd
@@ -27,11 +28,11 @@ public final class DirectoryWatch: Sendable {
     }
 
     /// Waits up to `timeoutMilliseconds` (negative: no limit) for changes, or until one of
-    /// `descriptors` is readable (a stop); true if there were changes (all pending events are
-    /// consumed).
-    public func waitForChange(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) -> Bool {
-        var pollers = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
-        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    /// `descriptors` (borrowed; nil ones are left out) is readable (a stop); true if there were
+    /// changes (all pending events are consumed).
+    public func waitForChange(timeoutMilliseconds: Int32, orUntilReadable descriptors: [FileDescriptor?] = []) -> Bool {
+        var pollers = [pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0)]
+        pollers += descriptors.map { pollfd(fd: $0?.rawValue ?? -1, events: Int16(POLLIN), revents: 0) }
         // An interrupted wait is a wait without a change: the caller's loop waits again.
         guard case .success(let ready) = valueOrErrno(retryOnInterrupt: false, { poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds) }),
             ready > 0, pollers[0].revents != 0
@@ -40,7 +41,7 @@ public final class DirectoryWatch: Sendable {
         var changed = false
         while true {
             // Until the queue is empty (EAGAIN: the descriptor is non-blocking) or the read fails.
-            guard case .success(let count) = valueOrErrno({ buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }),
+            guard case .success(let count) = valueOrErrno({ buffer.withUnsafeMutableBytes { read(fd.rawValue, $0.baseAddress, $0.count) } }),
                 count > 0
             else { break }
             changed = true
@@ -48,5 +49,65 @@ public final class DirectoryWatch: Sendable {
         return changed
     }
 
-    deinit { close(fd) }
+    deinit { try? fd.close() }
+}
+
+extension DirectoryWatch {
+    /// Filesystems whose files other computers change without this kernel knowing, so inotify never
+    /// hears of it: network filesystems, and FUSE (`fuse.sshfs`, ...), whose server may be anywhere.
+    static let blindTypes: Set<String> = [
+        "nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "9p", "afs", "coda", "ncpfs", "glusterfs", "lustre", "gfs2",
+        "ocfs2", "davfs", "fuse", "fuseblk",
+    ]
+
+    /// Whether inotify on `path` may miss changes: it lies on a network or FUSE filesystem (by its
+    /// device in `mountInfo`); false when that cannot be told.
+    public static func mayMissChanges(in path: String, mountInfo: String = "/proc/self/mountinfo") -> Bool {
+        var status = stat()
+        guard stat(path, &status) == 0, let text = ExecGuard.readSmallFile(mountInfo) else { return false }
+        // The kernel's encoding of a device number (glibc's gnu_dev_major and gnu_dev_minor).
+        let device = UInt64(status.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let mounted = ExecGuard.parseMountInfo(text).filter { $0.device == "\(major):\(minor)" }
+        return mounted.contains { blindTypes.contains($0.type) || $0.type.hasPrefix("fuse.") }
+    }
+
+    /// Calls `look` until it finds something or no time is left (`remainingMilliseconds`, asked after
+    /// each look), and in between sleeps until something in `directory` changes. While `directory`
+    /// does not exist its parent is watched (where it will appear). Where inotify can be blind (a
+    /// network filesystem, or no watch could be had) it looks again every `recheckMilliseconds` too.
+    public static func lookUntilFound<Found>(
+        in directory: String, recheckMilliseconds: Int64 = 1_000, remainingMilliseconds: () -> Int64, _ look: () -> Found?
+    ) -> Found? {
+        var watch: DirectoryWatch?
+        var blind = true
+        while true {
+            // Made before the look, so that nothing that arrives after it goes unnoticed.
+            if watch?.path != directory, let made = try? DirectoryWatch(path: directory) {
+                watch = made
+                blind = mayMissChanges(in: directory)
+            } else if watch == nil, let made = try? DirectoryWatch(path: parentDirectory(of: directory)) {
+                watch = made
+                blind = mayMissChanges(in: made.path)
+            }
+            if let found = look() { return found }
+            let left = remainingMilliseconds()
+            guard left > 0 else { return nil }
+            let wait = blind ? min(left, recheckMilliseconds) : left
+            if let watch {
+                _ = watch.waitForChange(timeoutMilliseconds: Int32(clamping: wait))
+            } else {
+                _ = Readiness.wait([], timeoutMilliseconds: wait)
+            }
+        }
+    }
+
+    /// `path` without its last component (`/` for a top-level name, `.` for a bare name).
+    static func parentDirectory(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
 }

@@ -88,7 +88,8 @@ public final class PeerSocketServer: Sendable {
         public var hasTrouble: Bool { refused + evicted + expired + oversized + watchesRefused + watchersDropped > 0 }
     }
 
-    let fd: Int32
+    /// The listening socket, open for as long as the server.
+    let fd: FileDescriptor
     public let path: String
 
     /// socket + bind + listen; a stale socket file at `path` is replaced; the file gets `mode`
@@ -98,20 +99,21 @@ public final class PeerSocketServer: Sendable {
         guard var address = unixAddress(path) else {
             throw LinuxError(operation: "socket path \(path) is too long", errno: .fileNameTooLong)
         }
-        let fd = try LinuxError.check("socket") {
-            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        }
+        let fd = FileDescriptor(
+            rawValue: try LinuxError.check("socket") {
+                socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            })
         do {
             unlink(path)
             try LinuxError.check("bind \(path)") {
                 withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
                 }
             }
             try LinuxError.check("chmod \(path)") { chmod(path, mode) }
-            try LinuxError.check("listen \(path)") { listen(fd, backlog) }
+            try LinuxError.check("listen \(path)") { listen(fd.rawValue, backlog) }
         } catch {
-            close(fd)
+            try? fd.close()
             throw error
         }
         self.fd = fd
@@ -119,7 +121,7 @@ public final class PeerSocketServer: Sendable {
     }
 
     /// Serves callers on this thread until `shouldStop` returns true: asked whenever `stopDescriptor`
-    /// becomes readable (an eventfd the stopper signals) and after each turn; without one (-1), at
+    /// becomes readable (an eventfd the stopper signals) and after each turn; without one (nil), at
     /// least every 250 ms. With one, an idle server sleeps until a caller or the stop comes.
     /// `answer` turns a request line and its caller into the answer line (without the newline); it
     /// runs on this thread, so it must not block. `busyAnswer` is sent (best effort, never waited
@@ -127,12 +129,12 @@ public final class PeerSocketServer: Sendable {
     /// `reportInterval`, and only when a caller was turned away or cut off.
     public func serve(
         limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
-        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: Int32 = -1,
+        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: FileDescriptor? = nil,
         answer: (_ line: String, _ caller: PeerCredentials) -> String
     ) {
         serve(
             limits: limits, busyAnswer: busyAnswer, reportInterval: reportInterval, report: report, until: shouldStop,
-            stopDescriptor: stopDescriptor, watchRefusal: "", watchWake: -1
+            stopDescriptor: stopDescriptor, watchRefusal: "", watchWake: nil
         ) { PeerSocketAnswer(line: answer($0, $1)) }
     }
 
@@ -143,8 +145,8 @@ public final class PeerSocketServer: Sendable {
     /// instead of the first view when the caller has `watchesPerUID` watches, or one of the same group.
     public func serve(
         limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
-        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: Int32 = -1,
-        watchRefusal: String, watchWake: Int32,
+        report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: FileDescriptor? = nil,
+        watchRefusal: String, watchWake: FileDescriptor?,
         respond: (_ line: String, _ caller: PeerCredentials) -> PeerSocketAnswer
     ) {
         let answer = respond
@@ -158,7 +160,7 @@ public final class PeerSocketServer: Sendable {
             // With a stop descriptor the wait has no bound of its own, except the next report of
             // callers turned away (so it is not held back until the next caller).
             var wait: Int64 = 250
-            if stopDescriptor >= 0 {
+            if stopDescriptor != nil {
                 wait = loop.tally.hasTrouble ? max(0, lastReport + interval - monotonicMilliseconds()) : -1
             }
             loop.turn(maxWaitMilliseconds: wait, answer: answer)
@@ -174,11 +176,11 @@ public final class PeerSocketServer: Sendable {
 
     /// Stops listening and removes the socket file.
     public func shutdown() {
-        Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        Glibc.shutdown(fd.rawValue, Int32(SHUT_RDWR))
         unlink(path)
     }
 
-    deinit { Glibc.close(fd) }
+    deinit { try? fd.close() }
 }
 
 /// What the server does with a request line: sends `line`; with a `watch`, keeps the connection
@@ -247,7 +249,8 @@ struct ConnectionAdmission: Equatable {
 /// request line or writing its answer, none of them ever waited on.
 struct PeerSocketLoop {
     struct Connection {
-        let fd: Int32
+        /// Accepted by `acceptPending`, closed by `remove`.
+        let fd: FileDescriptor
         let caller: PeerCredentials
         /// Monotonic milliseconds by which the current phase must be done.
         var deadline: Int64
@@ -262,7 +265,7 @@ struct PeerSocketLoop {
         var lookAgainAt: Int64? = nil
     }
 
-    let listener: Int32
+    let listener: FileDescriptor
     let limits: PeerSocketServer.Limits
     let busyAnswer: [UInt8]?
     let deadlineMilliseconds: Int64
@@ -270,14 +273,14 @@ struct PeerSocketLoop {
     var tally = PeerSocketServer.Tally()
     /// After EMFILE and the like: when accept is tried again (monotonic ms).
     var acceptPausedUntil: Int64 = 0
-    /// Polled too, so a stop ends a wait at once; -1: none.
-    var stopDescriptor: Int32 = -1
-    /// Polled while a watch is open: readable when the views may have changed; -1: none.
-    var watchWake: Int32 = -1
+    /// Polled too, so a stop ends a wait at once (borrowed: the stopper's).
+    var stopDescriptor: FileDescriptor? = nil
+    /// Polled while a watch is open: readable when the views may have changed (borrowed: the signaller's).
+    var watchWake: FileDescriptor? = nil
     var watchRefusal = ""
     var scratch = [UInt8](repeating: 0, count: 65_536)
 
-    init(listener: Int32, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
+    init(listener: FileDescriptor, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
         self.listener = listener
         self.limits = limits
         self.busyAnswer = busyAnswer
@@ -298,14 +301,14 @@ struct PeerSocketLoop {
             if let again = connection.lookAgainAt { wait = min(wait, again - now) }
         }
         let watching = connections.contains { $0.watch != nil }
-        var pollers = [pollfd(fd: listening ? listener : -1, events: Int16(POLLIN), revents: 0)]
+        var pollers = [pollfd(fd: listening ? listener.rawValue : -1, events: Int16(POLLIN), revents: 0)]
         pollers += connections.map {
             // A watch is read too (to see the caller hang up) while its queue is sent.
             let events = $0.watch != nil ? Int16(POLLIN) | ($0.output == nil ? 0 : Int16(POLLOUT)) : Int16($0.output == nil ? POLLIN : POLLOUT)
-            return pollfd(fd: $0.fd, events: events, revents: 0)
+            return pollfd(fd: $0.fd.rawValue, events: events, revents: 0)
         }
-        pollers.append(pollfd(fd: stopDescriptor, events: Int16(POLLIN), revents: 0))
-        pollers.append(pollfd(fd: watching ? watchWake : -1, events: Int16(POLLIN), revents: 0))
+        pollers.append(pollfd(fd: stopDescriptor?.rawValue ?? -1, events: Int16(POLLIN), revents: 0))
+        pollers.append(pollfd(fd: watching ? watchWake?.rawValue ?? -1 : -1, events: Int16(POLLIN), revents: 0))
         let ready = poll(&pollers, nfds_t(pollers.count), wait == Int64.max ? -1 : Int32(clamping: max(0, wait)))
         let woken = ready > 0 && pollers[pollers.count - 1].revents != 0
         if ready > 0 {
@@ -329,7 +332,7 @@ struct PeerSocketLoop {
     mutating func handle(_ index: Int, answer: (String, PeerCredentials) -> PeerSocketAnswer) -> Bool {
         if connections[index].watch != nil { return follow(index) }
         if connections[index].output != nil { return send(index) }
-        let fd = connections[index].fd
+        let fd = connections[index].fd.rawValue
         let room = limits.maxLineBytes + 1 - connections[index].input.count
         let received = valueOrErrno(retryOnInterrupt: false) {
             scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, room), Int32(MSG_DONTWAIT)) }
@@ -382,7 +385,7 @@ struct PeerSocketLoop {
     /// queued. False when the caller is gone.
     mutating func follow(_ index: Int, reading: Bool = true) -> Bool {
         if reading {
-            let fd = connections[index].fd
+            let fd = connections[index].fd.rawValue
             let received = valueOrErrno(retryOnInterrupt: false) {
                 scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             }
@@ -437,15 +440,16 @@ struct PeerSocketLoop {
     }
 
     func drainWake() {
+        guard let watchWake else { return }
         var count: UInt64 = 0
-        _ = valueOrErrno { Glibc.read(watchWake, &count, 8) }
+        _ = valueOrErrno { Glibc.read(watchWake.rawValue, &count, 8) }
     }
 
     /// Sends what the socket takes of the answer without waiting; false when it is all sent or the
     /// caller is gone.
     mutating func send(_ index: Int) -> Bool {
         guard let output = connections[index].output else { return true }
-        let fd = connections[index].fd
+        let fd = connections[index].fd.rawValue
         while connections[index].sent < output.count {
             let offset = connections[index].sent
             let sent = valueOrErrno {
@@ -465,11 +469,11 @@ struct PeerSocketLoop {
     mutating func acceptPending(now: Int64) {
         for _ in 0..<1_024 {
             let accepted = valueOrErrno(retryOnInterrupt: false) {
-                accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+                accept4(listener.rawValue, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             }
-            let client: Int32
+            let client: FileDescriptor
             switch accepted {
-            case .success(let descriptor): client = descriptor
+            case .success(let descriptor): client = FileDescriptor(rawValue: descriptor)
             case .failure(.interrupted), .failure(.connectionAbort), .failure(.protocolError): continue
             case .failure(.tooManyOpenFiles), .failure(.tooManyOpenFilesInSystem), .failure(.noBufferSpace), .failure(.noMemory):
                 // Out of descriptors or memory: callers wait in the backlog a moment rather than spin the loop.
@@ -480,8 +484,8 @@ struct PeerSocketLoop {
             // struct ucred (needs _GNU_SOURCE, which Swift's Glibc does not set): pid_t pid; uid_t uid; gid_t gid.
             var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
             var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
-            guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else {
-                Glibc.close(client)
+            guard getsockopt(client.rawValue, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else {
+                try? client.close()
                 continue
             }
             let caller = PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
@@ -496,10 +500,10 @@ struct PeerSocketLoop {
                 trouble(caller.uid) { $0.refused += 1 }
                 if let busyAnswer {
                     _ = busyAnswer.withUnsafeBytes {
-                        Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                        Glibc.send(client.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
                     }
                 }
-                Glibc.close(client)
+                try? client.close()
                 continue
             }
             connections.append(Connection(fd: client, caller: caller, deadline: now + deadlineMilliseconds))
@@ -516,7 +520,7 @@ struct PeerSocketLoop {
     /// Closes and forgets the connections at `indices` (ascending).
     mutating func remove(_ indices: [Int]) {
         guard !indices.isEmpty else { return }
-        for index in indices { Glibc.close(connections[index].fd) }
+        for index in indices { try? connections[index].fd.close() }
         let gone = Set(indices)
         connections = connections.indices.filter { !gone.contains($0) }.map { connections[$0] }
     }
@@ -535,53 +539,14 @@ public enum PeerSocketClient {
     /// `timeout` covers connect, sending the request and receiving the whole answer.
     public static func request(path: String, line: String, timeout: Duration = .seconds(3)) throws(LinuxError) -> String {
         let deadline = monotonicMilliseconds() + max(1, milliseconds(timeout))
-        func remaining() -> Int64 { deadline - monotonicMilliseconds() }
-        let fd = try LinuxError.check("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-        defer { close(fd) }
-        guard var address = unixAddress(path) else { throw LinuxError(operation: "connect \(path)", errno: .fileNameTooLong) }
-        // On a Unix socket a non-blocking connect does not wait for room in a full backlog (EAGAIN at
-        // once) and a blocking one waits for as long as the send timeout: that timeout bounds it.
-        while true {
-            let left = remaining()
-            guard left > 0 else { throw LinuxError(operation: "connect \(path)", errno: .timedOut) }
-            var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
-            try LinuxError.check("setsockopt SO_SNDTIMEO") {
-                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            }
-            // Not retried here: after EINTR the loop takes the time left again.
-            let connected = valueOrErrno(retryOnInterrupt: false) {
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                }
-            }
-            if case .failure(let error) = connected {
-                // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
-                if error == .interrupted || error == .resourceTemporarilyUnavailable { continue }
-                if error != .socketIsConnected { throw LinuxError(operation: "connect \(path)", errno: error) }
-            }
-            break
-        }
-        try LinuxError.check("fcntl O_NONBLOCK") { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        let request = Array((line + "\n").utf8)
-        var sent = 0
-        while sent < request.count {
-            switch valueOrErrno(retryOnInterrupt: false, { request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }) {
-            case .success(let count) where count > 0:
-                sent += count
-                continue
-            case .success:
-                throw LinuxError(operation: "send to \(path)", errno: .brokenPipe)
-            case .failure(let error) where !error.isTemporary:
-                throw LinuxError(operation: "send to \(path)", errno: error)
-            case .failure:
-                try waitFor(fd, Int16(POLLOUT), until: deadline, path)
-            }
-        }
+        let fd = try connect(path, until: deadline)
+        defer { try? fd.close() }
+        try send(line, to: fd, until: deadline, path)
         let maxBytes = 4 << 20
         var collected: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let received = valueOrErrno(retryOnInterrupt: false) { chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+            let received = valueOrErrno(retryOnInterrupt: false) { chunk.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) } }
             guard case .success(let count) = received else {
                 if case .failure(let error) = received, !error.isTemporary { throw LinuxError(operation: "recv from \(path)", errno: error) }
                 try waitFor(fd, Int16(POLLIN), until: deadline, path)
@@ -602,12 +567,75 @@ public enum PeerSocketClient {
         }
     }
 
+    /// socket(2) and connect(2) to the Unix stream socket at `path` by the monotonic `deadline`, every
+    /// result checked; the descriptor comes back non-blocking (the caller closes it), or is closed here
+    /// when the connection cannot be made.
+    static func connect(_ path: String, until deadline: Int64) throws(LinuxError) -> FileDescriptor {
+        let fd = FileDescriptor(
+            rawValue: try LinuxError.check("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) })
+        do throws(LinuxError) {
+            guard var address = unixAddress(path) else { throw LinuxError(operation: "connect \(path)", errno: .fileNameTooLong) }
+            // On a Unix socket a non-blocking connect does not wait for room in a full backlog (EAGAIN at
+            // once) and a blocking one waits for as long as the send timeout: that timeout bounds it.
+            while true {
+                let left = deadline - monotonicMilliseconds()
+                guard left > 0 else { throw LinuxError(operation: "connect \(path)", errno: .timedOut) }
+                var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
+                try LinuxError.check("setsockopt SO_SNDTIMEO") {
+                    setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+                }
+                // Not retried here: after EINTR the loop takes the time left again.
+                let connected = valueOrErrno(retryOnInterrupt: false) {
+                    withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            Glibc.connect(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                        }
+                    }
+                }
+                if case .failure(let error) = connected {
+                    // EAGAIN: the backlog stayed full until the timeout (or a spurious wake-up: try again while time is left).
+                    if error == .interrupted || error == .resourceTemporarilyUnavailable { continue }
+                    if error != .socketIsConnected { throw LinuxError(operation: "connect \(path)", errno: error) }
+                }
+                break
+            }
+            let flags = try LinuxError.check("fcntl F_GETFL") { fcntl(fd.rawValue, F_GETFL) }
+            try LinuxError.check("fcntl O_NONBLOCK") { fcntl(fd.rawValue, F_SETFL, flags | O_NONBLOCK) }
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        return fd
+    }
+
+    /// Sends `line` and its newline on the non-blocking `fd`, waiting for room until the monotonic `deadline`.
+    static func send(_ line: String, to fd: FileDescriptor, until deadline: Int64, _ path: String) throws(LinuxError) {
+        let request = Array((line + "\n").utf8)
+        var sent = 0
+        while sent < request.count {
+            let result = valueOrErrno(retryOnInterrupt: false) {
+                request.withUnsafeBytes { Glibc.send(fd.rawValue, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            }
+            switch result {
+            case .success(let count) where count > 0:
+                sent += count
+                continue
+            case .success:
+                throw LinuxError(operation: "send to \(path)", errno: .brokenPipe)
+            case .failure(let error) where !error.isTemporary:
+                throw LinuxError(operation: "send to \(path)", errno: error)
+            case .failure:
+                try waitFor(fd, Int16(POLLOUT), until: deadline, path)
+            }
+        }
+    }
+
     /// Polls `fd` for `events` until the monotonic `deadline`; throws ETIMEDOUT when it passes first.
-    private static func waitFor(_ fd: Int32, _ events: Int16, until deadline: Int64, _ path: String) throws(LinuxError) {
+    private static func waitFor(_ fd: FileDescriptor, _ events: Int16, until deadline: Int64, _ path: String) throws(LinuxError) {
         while true {
             let left = deadline - monotonicMilliseconds()
             guard left > 0 else { throw LinuxError(operation: "no answer from \(path)", errno: .timedOut) }
-            var poller = pollfd(fd: fd, events: events, revents: 0)
+            var poller = pollfd(fd: fd.rawValue, events: events, revents: 0)
             // Not retried here: after EINTR the loop takes the time left again.
             let ready = valueOrErrno(retryOnInterrupt: false) { poll(&poller, 1, Int32(clamping: left)) }
             switch ready {
@@ -641,7 +669,8 @@ private func milliseconds(_ duration: Duration) -> Int64 {
 /// The client side of a watch: one request line sent, then answer lines as the server sends them,
 /// read without blocking whenever `descriptor` is readable (the caller polls it with its own).
 public final class PeerSocketStream {
-    public let descriptor: Int32
+    /// The connection, open for as long as the stream.
+    public let descriptor: FileDescriptor
     private var buffered: [UInt8] = []
     /// The longest line kept; a longer one closes the stream (a broken or hostile server).
     public let maxLineBytes: Int
@@ -649,34 +678,18 @@ public final class PeerSocketStream {
     /// Connects and sends `line` within `timeout`.
     public init(path: String, line: String, timeout: Duration = .seconds(3), maxLineBytes: Int = 1 << 20) throws(LinuxError) {
         self.maxLineBytes = maxLineBytes
-        let fd = try LinuxError.check("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-        guard var address = unixAddress(path) else {
-            close(fd)
-            throw LinuxError(operation: "connect \(path)", errno: .fileNameTooLong)
-        }
-        let left = max(1, milliseconds(timeout))
-        var wait = timeval(tv_sec: Int(left / 1000), tv_usec: Int(left % 1000) * 1000)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        let request = Array((line + "\n").utf8)
+        let deadline = monotonicMilliseconds() + max(1, milliseconds(timeout))
+        let fd = try PeerSocketClient.connect(path, until: deadline)
         do throws(LinuxError) {
-            try LinuxError.check("connect \(path)", retryOnInterrupt: false) {
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                }
-            }
-            let sent = try LinuxError.check("send to \(path)", retryOnInterrupt: false) {
-                request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            }
-            guard sent == request.count else { throw LinuxError(operation: "send to \(path)", errno: .brokenPipe) }
+            try PeerSocketClient.send(line, to: fd, until: deadline, path)
         } catch {
-            close(fd)
+            try? fd.close()
             throw error
         }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         descriptor = fd
     }
 
-    deinit { close(descriptor) }
+    deinit { try? descriptor.close() }
 
     /// The complete lines that arrived (without their newlines), and whether the server closed the
     /// stream (or broke it): then the caller drops it.
@@ -684,7 +697,9 @@ public final class PeerSocketStream {
         var lines: [String] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let received = valueOrErrno { chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+            let received = valueOrErrno {
+                chunk.withUnsafeMutableBytes { recv(descriptor.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            }
             let count: Int
             switch received {
             case .success(let received): count = received

@@ -1,5 +1,6 @@
 import CLinux
 import CSwiftRuntime
+import CurfewPOSIX
 import Glibc
 
 /// Swift concurrency's global executor for the agent: a few threads of its own that sleep on a
@@ -114,15 +115,7 @@ public final class QuietGlobalExecutor: @unchecked Sendable {
         guard !started else { return running }
         started = true
         for _ in 0..<threadCount {
-            var thread = pthread_t()
-            let context = Unmanaged.passUnretained(self).toOpaque()
-            let status = pthread_create(&thread, nil, { context in
-                Unmanaged<QuietGlobalExecutor>.fromOpaque(context!).takeUnretainedValue().work()
-            }, context)
-            if status == 0 {
-                pthread_detach(thread)
-                running += 1
-            }
+            if (try? POSIXThread.detach({ self.work() })) != nil { running += 1 }
         }
         return running
     }

@@ -9,9 +9,11 @@ enum SmallFile {
     /// At most `limit` bytes of `path`, read until end of file with EINTR retried; what was read
     /// before a failing read. Nil, with errno set, when the file cannot be opened.
     static func read(_ path: String, limit: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        let opened = open(path, O_RDONLY | O_CLOEXEC)
+        guard opened >= 0 else { return nil }
+        let file = FileDescriptor(rawValue: opened)
+        defer { try? file.close() }
+        let fd = file.rawValue
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: min(max(limit, 1), 65_536))
         while bytes.count < limit {

@@ -1,3 +1,4 @@
+import SystemPackage
 import Glibc
 
 /// The kernel's name of the calling thread (what `top -H`, `ps -L` and /proc/PID/task/TID/comm show).
@@ -9,9 +10,10 @@ public enum ThreadName {
     @discardableResult
     public static func set(_ name: String) -> Bool {
         let bytes = Array(name.utf8.prefix(15))
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
+        let opened = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard opened >= 0 else { return false }
+        let comm = FileDescriptor(rawValue: opened)
+        defer { try? comm.close() }
+        return bytes.withUnsafeBytes { write(comm.rawValue, $0.baseAddress, $0.count) } == bytes.count
     }
 }

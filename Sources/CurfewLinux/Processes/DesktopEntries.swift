@@ -1,3 +1,4 @@
+import CurfewPOSIX
 import CurfewCore
 import CLinux
 import Glibc
@@ -35,14 +36,9 @@ public enum DesktopEntries {
 
     /// The names in `directory` (readdir), at most `maxFiles`; none if it cannot be read.
     static func list(_ directory: String) -> [String] {
-        guard let handle = opendir(directory) else { return [] }
-        defer { closedir(handle) }
+        guard var stream = try? DirectoryStream(path: directory) else { return [] }
         var names: [String] = []
-        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
-        while names.count < maxFiles, let item = readdir(handle) {
-            let name = UnsafeRawPointer(item).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
-            names.append(String(cString: name))
-        }
+        while names.count < maxFiles, let entry = stream.next() { names.append(entry.name) }
         return names
     }
 

@@ -1,4 +1,5 @@
 import CurfewCore
+import SystemPackage
 import Crypto
 import Glibc
 import CLinux
@@ -74,10 +75,11 @@ public final class FileIdentityCache: Sendable {
     /// The identity of the executable `pid` runs (`<procRoot>/<pid>/exe`); nil if the process is gone,
     /// has no executable (a kernel thread, a zombie) or it cannot be read.
     public func identity(ofExecutableOf pid: Int32, procRoot: String = "/proc") -> String? {
-        guard let directory = try? LinuxError.check("open", { open("\(procRoot)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        guard let opened = try? LinuxError.check("open", { open("\(procRoot)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
         else { return nil }
-        defer { close(directory) }
-        return identity(of: "exe", in: directory)
+        let directory = FileDescriptor(rawValue: opened)
+        defer { try? directory.close() }
+        return identity(of: "exe", in: directory.rawValue)
     }
 
     /// The identity of the file at `path` (symbolic links followed); nil if it cannot be read or is not
@@ -117,16 +119,17 @@ public final class FileIdentityCache: Sendable {
         else { return nil }
         if let known = state.withLock({ $0.identities[Key(status)] }) { return known }
 
-        guard let fd = try? LinuxError.check("openat", { openat(directory, name, O_RDONLY | O_CLOEXEC) }) else { return nil }
-        defer { close(fd) }
+        guard let opened = try? LinuxError.check("openat", { openat(directory, name, O_RDONLY | O_CLOEXEC) }) else { return nil }
+        let fd = FileDescriptor(rawValue: opened)
+        defer { try? fd.close() }
         // The file may have been replaced between fstatat and openat: key by what was opened.
-        guard (try? LinuxError.check("fstat", { fstat(fd, &status) })) != nil, status.st_mode & S_IFMT == S_IFREG
+        guard (try? LinuxError.check("fstat", { fstat(fd.rawValue, &status) })) != nil, status.st_mode & S_IFMT == S_IFREG
         else { return nil }
         let key = Key(status)
         if let known = state.withLock({ $0.identities[key] }) { return known }
         guard let hash = Self.hash(fd: fd, size: Int64(status.st_size)) else { return nil }
         let identity = Identity(
-            contentHash: hash, buildID: ElfBuildID.read(fd: fd), owner: status.st_uid, inode: UInt64(status.st_ino))
+            contentHash: hash, buildID: ElfBuildID.read(fd: fd.rawValue), owner: status.st_uid, inode: UInt64(status.st_ino))
         state.withLock { state in
             if state.identities.count >= capacity { state.identities.removeAll(keepingCapacity: true) }
             state.identities[key] = identity
@@ -135,9 +138,9 @@ public final class FileIdentityCache: Sendable {
         return identity
     }
 
-    /// The identity of the open file `fd` of `size` bytes, as defined above (pread, so the offset of
-    /// `fd` is not used).
-    static func hash(fd: Int32, size: Int64) -> String? {
+    /// The identity of the open file `fd` (borrowed) of `size` bytes, as defined above (pread, so the
+    /// offset of `fd` is not used).
+    static func hash(fd: FileDescriptor, size: Int64) -> String? {
         guard size >= 0 else { return nil }
         var hasher = SHA256()
         withUnsafeBytes(of: UInt64(size).littleEndian) { hasher.update(bufferPointer: $0) }
@@ -152,7 +155,7 @@ public final class FileIdentityCache: Sendable {
                 let want = Int(min(Int64(buffer.count), range.length - done))
                 guard
                     let count = try? LinuxError.check(
-                        "pread", { pread(fd, buffer.baseAddress, want, off_t(range.offset + done)) }),
+                        "pread", { pread(fd.rawValue, buffer.baseAddress, want, off_t(range.offset + done)) }),
                     count > 0
                 else { return nil }  // an error, or the file shrank under us
                 hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))

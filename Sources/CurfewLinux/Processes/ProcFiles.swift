@@ -1,3 +1,4 @@
+import SystemPackage
 import Glibc
 import CLinux
 
@@ -216,9 +217,11 @@ struct ProcReader: ~Copyable {
     /// `limit` bytes; returns the bytes read, or nil if it cannot be opened or read.
     func read(_ name: String, in directory: Int32, limit: Int? = nil) -> UnsafeRawBufferPointer? {
         let capacity = min(limit ?? buffer.count, buffer.count)
-        guard let fd = try? LinuxError.check("openat \(name)", { openat(directory, name, O_RDONLY | O_CLOEXEC) })
+        guard let opened = try? LinuxError.check("openat \(name)", { openat(directory, name, O_RDONLY | O_CLOEXEC) })
         else { return nil }
-        defer { Glibc.close(fd) }
+        let file = FileDescriptor(rawValue: opened)
+        defer { try? file.close() }
+        let fd = file.rawValue
         var total = 0
         while total < capacity {
             guard

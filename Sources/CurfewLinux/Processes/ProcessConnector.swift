@@ -216,10 +216,11 @@ enum ConnectorLayout {
 /// Sendable: `next` may block on one thread while `close` is called from another; `close` wakes it
 /// and the descriptors are closed only once no call uses them.
 public final class ProcessConnector: Sendable {
+    /// Owns the descriptors: `release` closes them.
     private struct State {
-        var socket: Int32
+        var socket: FileDescriptor
         /// A socket pair: writing to `wake[1]` makes a blocked `poll` on `wake[0]` return.
-        var wake: (Int32, Int32)
+        var wake: (FileDescriptor, FileDescriptor)
         var users = 0
         var closing = false
         var closed = false
@@ -227,7 +228,7 @@ public final class ProcessConnector: Sendable {
 
     private let state: Mutex<State>
 
-    private init(socket: Int32, wake: (Int32, Int32)) {
+    private init(socket: FileDescriptor, wake: (FileDescriptor, FileDescriptor)) {
         state = Mutex(State(socket: socket, wake: wake))
     }
 
@@ -280,7 +281,8 @@ public final class ProcessConnector: Sendable {
             for fd in wake where fd >= 0 { Glibc.close(fd) }
             throw error
         }
-        return ProcessConnector(socket: socket, wake: (wake[0], wake[1]))
+        return ProcessConnector(
+            socket: FileDescriptor(rawValue: socket), wake: (FileDescriptor(rawValue: wake[0]), FileDescriptor(rawValue: wake[1])))
     }
 
     /// Sends PROC_CN_MCAST_LISTEN and waits for the kernel's acknowledgement. The kernel multicasts
@@ -369,11 +371,11 @@ public final class ProcessConnector: Sendable {
     /// change the caller must look at), or `timeoutMilliseconds` pass (poll(2); -1 waits for ever),
     /// then returns what is queued, maybe nothing. Lost events (ENOBUFS) come back as `.overrun`.
     /// Throws `closedError` when called after `close`.
-    public func next(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) throws(LinuxError) -> [ProcessEvent] {
+    public func next(timeoutMilliseconds: Int32, orUntilReadable descriptors: [FileDescriptor?] = []) throws(LinuxError) -> [ProcessEvent] {
         let (socket, wake) = try state.withLock { state throws(LinuxError) in
             guard !state.closing else { throw Self.closedError }
             state.users += 1
-            return (state.socket, state.wake.0)
+            return (state.socket.rawValue, state.wake.0.rawValue)
         }
         defer {
             state.withLock { state in
@@ -384,7 +386,7 @@ public final class ProcessConnector: Sendable {
         var pollers = [
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
-        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        pollers += descriptors.map { pollfd(fd: $0?.rawValue ?? -1, events: Int16(POLLIN), revents: 0) }
         let ready = try LinuxError.check("poll NETLINK_CONNECTOR") { poll(&pollers, nfds_t(pollers.count), timeoutMilliseconds) }
         guard ready > 0, pollers[1].revents == 0 else { return [] }
         var events: [ProcessEvent] = []
@@ -404,7 +406,7 @@ public final class ProcessConnector: Sendable {
     public func passOnlyUIDChanges(_ only: Bool) throws(LinuxError) {
         try state.withLock { state throws(LinuxError) in
             guard !state.closing else { throw Self.closedError }
-            let socket = state.socket
+            let socket = state.socket.rawValue
             if only {
                 var program = [UInt8](repeating: 0, count: ConnectorLayout.uidChangesOnly.count * 8)
                 program.withUnsafeMutableBytes { raw in
@@ -447,7 +449,7 @@ public final class ProcessConnector: Sendable {
             guard !state.closing else { return }
             state.closing = true
             var byte: UInt8 = 1
-            _ = Glibc.write(state.wake.1, &byte, 1)
+            _ = Glibc.write(state.wake.1.rawValue, &byte, 1)
             if state.users == 0 { Self.release(&state) }
         }
     }
@@ -462,10 +464,10 @@ public final class ProcessConnector: Sendable {
     private static func release(_ state: inout State) {
         guard !state.closed else { return }
         state.closed = true
-        try? send(ConnectorLayout.ignore, socket: state.socket, ack: 0, port: 0)
-        Glibc.close(state.socket)
-        Glibc.close(state.wake.0)
-        Glibc.close(state.wake.1)
+        try? send(ConnectorLayout.ignore, socket: state.socket.rawValue, ack: 0, port: 0)
+        try? state.socket.close()
+        try? state.wake.0.close()
+        try? state.wake.1.close()
     }
 
     private static func netlinkAddress(port: UInt32, groups: UInt32) -> [UInt8] {

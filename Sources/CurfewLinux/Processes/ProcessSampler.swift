@@ -1,3 +1,5 @@
+import SystemPackage
+import CurfewPOSIX
 import CLinux
 import CurfewCore
 import Glibc
@@ -188,15 +190,13 @@ public final class ProcessSampler {
 
     /// Lists `procRoot`; false if it cannot be read (the cache is then left as it was).
     private func list() -> Bool {
-        guard let directory = opendir(procRoot) else { return false }
+        guard var directory = try? DirectoryStream(path: procRoot) else { return false }
         generation &+= 1
         var matched = 0
         unmatched.removeAll(keepingCapacity: true)
-        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
-        while let item = readdir(directory) {
-            let name = UnsafeRawPointer(item).advanced(by: nameOffset).assumingMemoryBound(to: UInt8.self)
-            guard let pid = ProcFiles.parsePid(name) else { continue }
-            let inode = UInt64(item.pointee.d_ino)
+        while let entry = directory.next() {
+            guard let pid = ProcFiles.parsePid(entry.nameBytes) else { continue }
+            let inode = entry.inode
             if let index = entries.index(forKey: pid), entries.values[index].inode == inode {
                 entries.values[index].seen = generation
                 matched += 1
@@ -204,7 +204,6 @@ public final class ProcessSampler {
                 unmatched.append((pid, inode))
             }
         }
-        closedir(directory)
 
         // Every listed PID ends up seen in this generation or gone; whatever else is left was not listed.
         var seen = matched
@@ -419,10 +418,13 @@ public final class ProcessSampler {
     /// files describe the same process even if it exits and its PID is reused meanwhile.
     private func parse(_ pid: Int32, secondLook: Bool) -> Parsed {
         guard
-            let directory = try? LinuxError.check(
+            let opened = try? LinuxError.check(
                 "open \(procRoot)/\(pid)", { open("\(procRoot)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
         else { return .gone }
-        defer { close(directory) }
+        let procDirectory = FileDescriptor(rawValue: opened)
+        defer { try? procDirectory.close() }
+        // Relative to it, as the *at calls take it.
+        let directory = procDirectory.rawValue
         var status = Glibc.stat()
         guard (try? LinuxError.check("fstat", { fstat(directory, &status) })) != nil,
             let stat = reader.read("stat", in: directory).flatMap(ProcFiles.parseStat)

@@ -203,7 +203,7 @@ public final class LogindClient: Sendable {
     /// processes again. An empty result means a timeout or only unrelated traffic; call again.
     /// Meant for one dedicated thread; throws when the bus connection is lost. It also returns (with
     /// what arrived, maybe nothing) as soon as one of `descriptors` is readable: the caller's stop.
-    public func nextEvents(timeoutMilliseconds: Int32, orUntilReadable descriptors: [Int32] = []) throws -> [LogindEvent] {
+    public func nextEvents(timeoutMilliseconds: Int32, orUntilReadable descriptors: [FileDescriptor?] = []) throws -> [LogindEvent] {
         try events.withLock { connection throws(LinuxSystemdError) -> [LogindEvent] in
             try connection.nextEvents(
                 timeout: timeoutMilliseconds < 0 ? nil : .milliseconds(Int64(timeoutMilliseconds)), orUntilReadable: descriptors)
@@ -289,7 +289,7 @@ private final class SignalConnection {
         }
     }
 
-    func nextEvents(timeout: Duration?, orUntilReadable descriptors: [Int32] = []) throws(LinuxSystemdError) -> [LogindEvent] {
+    func nextEvents(timeout: Duration?, orUntilReadable descriptors: [FileDescriptor?] = []) throws(LinuxSystemdError) -> [LogindEvent] {
         try bus.processUntilIdle()
         if received.isEmpty {
             if descriptors.isEmpty { try bus.wait(timeout: timeout) } else { try bus.wait(timeout: timeout, orUntilReadable: descriptors) }

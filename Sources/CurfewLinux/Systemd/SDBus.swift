@@ -501,12 +501,12 @@ public final class SDBus {
         return try LinuxSystemdError.check("sd_bus_wait") { sd_bus_wait(handle, usec) } > 0
     }
 
-    /// `wait`, also returning when one of `descriptors` becomes readable (a stop): poll(2) over the
+    /// `wait`, also returning when one of `descriptors` (borrowed; nil ones left out) becomes readable (a stop): poll(2) over the
     /// connection's descriptor (`sd_bus_get_fd`, `sd_bus_get_events`) and theirs, for at most the
     /// earlier of `timeout` and the connection's own deadline (`sd_bus_get_timeout`). True when woken
     /// by I/O on the connection.
     @discardableResult
-    public func wait(timeout: Duration?, orUntilReadable descriptors: [Int32]) throws(LinuxSystemdError) -> Bool {
+    public func wait(timeout: Duration?, orUntilReadable descriptors: [FileDescriptor?]) throws(LinuxSystemdError) -> Bool {
         let fd = try LinuxSystemdError.check("sd_bus_get_fd") { sd_bus_get_fd(handle) }
         let events = try LinuxSystemdError.check("sd_bus_get_events") { sd_bus_get_events(handle) }
         var deadline: UInt64 = 0
@@ -518,7 +518,7 @@ public final class SDBus {
             wait = wait < 0 ? left : min(wait, left)
         }
         var pollers = [pollfd(fd: fd, events: Int16(truncatingIfNeeded: events), revents: 0)]
-        pollers += descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        pollers += descriptors.map { pollfd(fd: $0?.rawValue ?? -1, events: Int16(POLLIN), revents: 0) }
         // Not retried: an interrupted wait returns to the caller's loop, which takes the time left again.
         switch valueOrErrno(retryOnInterrupt: false, { poll(&pollers, nfds_t(pollers.count), wait < 0 ? -1 : Int32(clamping: wait)) }) {
         case .success(let ready): return ready > 0 && pollers[0].revents != 0

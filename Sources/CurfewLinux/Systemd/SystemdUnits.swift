@@ -99,13 +99,16 @@ public final class SystemdUnits {
     /// is gone, so no reload is needed. Returns the units whose drop-in was removed.
     @discardableResult
     public func removeDropIns(exceptFor keeping: Set<String>) -> [String] {
-        guard let directory = opendir(runtimeUnitDirectory) else { return [] }
         var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasPrefix("session-") && name.hasSuffix(".scope.d") { names.append(String(name.dropLast(2))) }
+        do {
+            var directory = try DirectoryStream(path: runtimeUnitDirectory)
+            while let entry = directory.next() {
+                let name = entry.name
+                if name.hasPrefix("session-") && name.hasSuffix(".scope.d") { names.append(String(name.dropLast(2))) }
+            }
+        } catch {
+            return []
         }
-        closedir(directory)
         var removed: [String] = []
         for unit in names where !keeping.contains(unit) {
             let directory = "\(runtimeUnitDirectory)/\(unit).d"
@@ -127,14 +130,14 @@ public final class SystemdUnits {
         // Written beside and renamed: systemd never reads half a file.
         let path = "\(directory)/\(Self.dropInName)"
         let temporary = path + ".tmp"
-        let fd: Int32
+        let fd: FileDescriptor
         switch valueOrErrno({ open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }) {
-        case .success(let opened): fd = opened
+        case .success(let opened): fd = FileDescriptor(rawValue: opened)
         case .failure(let error): throw LinuxSystemdError(operation: "open \(temporary)", errno: error)
         }
         let bytes = Array(text.utf8)
-        let written = valueOrErrno { bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
-        close(fd)
+        let written = valueOrErrno { bytes.withUnsafeBytes { write(fd.rawValue, $0.baseAddress, $0.count) } }
+        try? fd.close()
         var failure: LinuxSystemdError?
         switch written {
         case .failure(let error): failure = LinuxSystemdError(operation: "write \(temporary)", errno: error)
