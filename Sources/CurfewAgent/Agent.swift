@@ -36,8 +36,7 @@ public final class Agent: Sendable {
     let identities = FileIdentityCache()
     /// Denies execs of blocked apps before they run; nil when off or unavailable (`execGuardMode`).
     let execGuard: ExecGuard?
-    /// "on", "off", or "off: <why>" for the log.
-    public let execGuardMode: String
+    public let execGuardMode: ExecGuardMode
 
     public init(configuration: AgentConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -49,21 +48,21 @@ public final class Agent: Sendable {
                 execGuard = try ExecGuard(
                     identities: identities, deadlineMilliseconds: configuration.execGuardDeadlineMilliseconds,
                     stallMilliseconds: configuration.execGuardStallMilliseconds, onDenial: { state.trackerWake.signal() })
-                execGuardMode = "on"
+                execGuardMode = .on
             } catch {
                 execGuard = nil
                 let why =
                     error.errno == .notPermitted
                     ? "fanotify needs CAP_SYS_ADMIN (and fanotify_init, fanotify_mark past any system call filter)"
                     : "the kernel has no fanotify permission events (FAN_OPEN_EXEC_PERM)"
-                execGuardMode = "off: \(why) (\(error))"
+                execGuardMode = .unavailable(reason: "\(why) (\(error))")
                 logger.notice(
                     "running without the exec guard: blocked apps are stopped after they start",
                     metadata: ["reason": "\(why)", "error": "\(error)"])
             }
         } else {
             execGuard = nil
-            execGuardMode = "off"
+            execGuardMode = .off
             logger.info("exec guard off (--exec-guard off): blocked apps are stopped after they start")
         }
         try Files.makeDirectories(configuration.stateDirectory, mode: 0o700)

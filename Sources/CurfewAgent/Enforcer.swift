@@ -118,7 +118,7 @@ final class Enforcer {
                 // Not counted yet since the start: a limit reached cannot be told from time left.
                 networkUndecided.insert(account.uid)
             }
-            let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == "user" } ?? []
+            let userSessions = sessions?.filter { $0.uid == account.uid && $0.sessionClass == .user } ?? []
             let present = sessions == nil ? !(live?.running.isEmpty ?? true) || live?.counting == true : !userSessions.isEmpty
             // The next warning threshold of each countdown, and its end. A countdown of used time
             // moves at most as fast as the clock (only while the tracker counts): waking as if it

@@ -35,68 +35,25 @@ extension Agent {
             uniqueKeysWithValues: result.policies.map { user, policy in
                 (user, (policy: policy, version: result.versions[user] ?? state.version(of: user) ?? 0))
             })
+        let newestOnDisk = Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max)
         let resolution = PolicyInForce.resolve(
-            folded: folded, current: PolicyFold.currentByUser(valid),
-            newestOnDisk: Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max), lastGood: lastGood,
+            folded: folded, current: PolicyFold.currentByUser(valid), newestOnDisk: newestOnDisk, lastGood: lastGood,
             newestSeen: newestStored, managed: managed, failOpen: configuration.failOpen)
-        var policies = resolution.entries.mapValues(\.policy)
-        var versions = resolution.entries.mapValues(\.version)
-        var events: [AgentEvent] = []
         let now = clock.wallInstant
-        for (user, entry) in resolution.entries.sorted(by: { $0.key < $1.key }) {
-            switch entry.source {
-            case .records:
-                continue
-            case .kept(let recordsVersion):
-                guard state.version(of: user) != entry.version || previous[user] != entry.policy else { continue }
-                let why = recordsVersion.map { "the records fold to an older version \($0)" } ?? "no valid policy can be loaded"
-                logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(entry.version)"])
-                events.append(
-                    AgentEvent(
-                        time: now, user: user, kind: .policyKept,
-                        message: "\(why) for \(user); the last good policy (version \(entry.version)) stays in force",
-                        details: EventDetails.PolicyVersion(version: entry.version)))
-            case .failClosed:
-                guard previous[user] != entry.policy else { continue }
-                logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
-                events.append(
-                    AgentEvent(
-                        time: now, user: user, kind: .failClosed,
-                        message: "no valid policy for \(user); no screen time and no logins until one arrives"))
-            }
-        }
-        for user in resolution.failingOpen.sorted() where failOpenReported.withLock({ $0.insert(user).inserted }) {
-            events.append(
-                AgentEvent(
-                    time: now, user: user, kind: .failOpen,
-                    message: "no valid policy for \(user); not enforcing anything (the agent fails open)"))
-        }
-        // Root is never managed: a record for an account of uid 0 under another name (toor) is ignored.
-        for user in policies.keys.sorted() where Accounts.isSuperuser(user) {
-            policies[user] = nil
-            versions[user] = nil
-            if superuserReported.withLock({ $0.insert(user).inserted }) {
-                logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
-                events.append(
-                    AgentEvent(
-                        time: now, user: user, kind: .policyIgnored,
-                        message: "\(user) is an account of uid 0, which is never managed; its policy is ignored"))
-            }
-        }
-        // A concurrent edit merged into the version in force changes the policy, not the version.
-        for (user, version) in versions.sorted(by: { $0.key < $1.key })
-        where version > 0 && (state.version(of: user) != version || previous[user] != policies[user]) {
-            let merged = result.merges[user].map { $0.mergedRecords.count > 1 } ?? false
-            logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
-            events.append(
-                AgentEvent(
-                    time: now, user: user, kind: .policyLoaded,
-                    message: merged ? "policy version \(version) (merged from concurrent edits) is in force" : "policy version \(version) is in force",
-                    details: EventDetails.PolicyVersion(version: version)))
-        }
-        for user in previous.keys where policies[user] == nil {
-            events.append(AgentEvent(time: now, user: user, kind: .userUnmanaged, message: "\(user) is no longer managed"))
-        }
+        let before = PolicyChange.InForce(
+            policies: previous, versions: Dictionary(uniqueKeysWithValues: previous.keys.compactMap { user in state.version(of: user).map { (user, $0) } }))
+        let announced = PolicyChange.Announced(failingOpen: failOpenReported.withLock { $0 }, superusers: superuserReported.withLock { $0 })
+        let change = PolicyChange.record(
+            before: before, resolution: resolution, superusers: Set(resolution.entries.keys.filter(Accounts.isSuperuser)),
+            merged: Set(result.merges.filter { $0.value.mergedRecords.count > 1 }.keys), grants: result.unannouncedGrants,
+            newestOnDisk: newestOnDisk, missingRecorded: missingStored, announced: announced)
+        failOpenReported.withLock { $0.formUnion(change.announced.failingOpen) }
+        superuserReported.withLock { $0.formUnion(change.announced.superusers) }
+        let policies = change.inForce.policies
+        let versions = change.inForce.versions
+        let missing = change.missing
+        for event in change.events { log(event) }
+        let events = change.events.map { $0.auditEvent(at: now) }
         // Each ignored file is logged when first seen or when its verdict changes, not on every scan (a
         // folder of junk must not fill the journal); files gone from the folder are forgotten.
         let recordsPath = loader.shared.recordsPath
@@ -112,22 +69,6 @@ extension Agent {
         }
         for ignored in newlyIgnored {
             logger.warning("ignored record", metadata: ["record.id": "\(ignored.name)", "reason": "\(ignored.reason)"])
-        }
-        for grant in result.unannouncedGrants where policies[grant.user] != nil {
-            events.append(Agent.grantEvent(grant, now: now))
-        }
-        // The record in force gone from the shared directory (deleted, or damaged): the version stays,
-        // and the parent is told once, here and by `curfew sync status` and `policy show`.
-        let missing = resolution.missing.filter { policies[$0.key] != nil }
-        let newestOnDisk = Dictionary(valid.map { ($0.user, $0.version) }, uniquingKeysWith: max)
-        for (user, version) in missing.sorted(by: { $0.key < $1.key }) where missingStored[user] != version {
-            logger.error("the record in force is missing from the shared directory", metadata: ["user": "\(user)", "version": "\(version)"])
-            let onDisk = newestOnDisk[user].map { "the newest there is version \($0)" } ?? "there is none of \(user) there"
-            events.append(
-                AgentEvent(
-                    time: now, user: user, kind: .recordMissing,
-                    message: "the record of version \(version) of \(user) is missing from the shared directory (\(onDisk)); version \(versions[user] ?? version) stays in force",
-                    details: EventDetails.PolicyVersion(version: version)))
         }
         let newestNow = resolution.newestSeen
         state.setPolicies(policies, versions: versions)
@@ -173,5 +114,23 @@ extension Agent {
         }
         // After enforcement: confirmations never hold it up, and their failures never stop it.
         confirm(result, policies: policies, versions: versions)
+    }
+
+    /// The journal's line for what a policy change records (the audit log has the event).
+    private func log(_ event: PolicyChange.Event) {
+        switch event {
+        case .kept(let user, let version, _):
+            logger.warning("keeping the last good policy", metadata: ["user": "\(user)", "version": "\(version)"])
+        case .failedClosed(let user):
+            logger.critical("no valid policy for a managed user; failing closed", metadata: ["user": "\(user)"])
+        case .superuserIgnored(let user):
+            logger.error("ignoring a policy for an account of uid 0", metadata: ["user": "\(user)"])
+        case .loaded(let user, let version, _):
+            logger.info("policy in force", metadata: ["user": "\(user)", "version": "\(version)"])
+        case .recordMissing(let user, let version, _, _):
+            logger.error("the record in force is missing from the shared directory", metadata: ["user": "\(user)", "version": "\(version)"])
+        case .failingOpen, .unmanaged, .granted:
+            break
+        }
     }
 }

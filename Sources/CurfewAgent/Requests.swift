@@ -6,26 +6,6 @@ import Logging
 
 /// Children's requests for more time, and the parents' grants as the agent records them.
 extension Agent {
-    /// The event that says a grant is in force (once per grant record).
-    static func grantEvent(_ grant: GrantSummary, now: Instant) -> AgentEvent {
-        var parts: [String] = []
-        if grant.extraMinutes > 0 { parts.append("\(TimeAllowance.format(minutes: grant.extraMinutes)) extra") }
-        if grant.bedtimeDelayMinutes > 0 {
-            parts.append("bedtime \(TimeAllowance.format(minutes: grant.bedtimeDelayMinutes)) later")
-        }
-        if let app = grant.lift.app { parts.append("\(TimeAllowance.format(minutes: app.minutes)) more of \(app.app)") }
-        if let window = grant.lift.downtime {
-            parts.append("downtime \(window.window) \(TimeAllowance.format(minutes: window.delayMinutes)) later")
-        }
-        if grant.lift.endsBreak { parts.append("break ended") }
-        return AgentEvent(
-            time: now, user: grant.user, kind: .extraTimeGranted,
-            message: "\(parts.joined(separator: ", ")) on \(grant.date)",
-            details: EventDetails.Grant(
-                record: grant.id, date: "\(grant.date)", minutes: grant.extraMinutes, bedtimeDelayMinutes: grant.bedtimeDelayMinutes,
-                requestId: grant.requestId, lift: grant.lift))
-    }
-
     /// Records a managed user's request for more time and the event that says so, in one
     /// transaction, unless `RequestRules.checkRoom` refuses it (a `PolicyError`; nothing is written,
     /// so a child's flood of requests adds at most `RequestRules.maxPerHour` rows and events an hour).

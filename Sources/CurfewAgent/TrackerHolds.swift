@@ -14,7 +14,7 @@ extension Tracker {
     func weighClaims(of sessions: [LoginSession], user: String, uid: UInt32, policy: Policy) -> String? {
         guard
             let claim = sessions.first(where: {
-                $0.uid == uid && $0.sessionClass == "user" && $0.active && ($0.idleHint || $0.lockedHint)
+                $0.uid == uid && $0.sessionClass == .user && $0.active && ($0.idleHint || $0.lockedHint)
             })
         else { return nil }
         guard let busy = busyApp(uid: uid, policy: policy) else { return nil }

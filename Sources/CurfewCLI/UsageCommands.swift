@@ -85,7 +85,7 @@ struct Status: ParsableCommand {
         for (window, minutes) in (status.downtimeDelayMinutes ?? [:]).sorted(by: { $0.key < $1.key }) {
             rows.append(["downtime", "\(window) \(TimeAllowance.format(minutes: minutes)) later today (granted)"])
         }
-        rows.append(["state", status.state + (status.reason.map { ": \($0)" } ?? "")])
+        rows.append(["state", status.state.rawValue + (status.reason.map { ": \($0)" } ?? "")])
         // Local clock times and relative days: `time up at 19:42`, `allowed tomorrow at 07:00`.
         func at(_ iso: String) -> String {
             let when = ChildWords.moment(iso, today: status.date)
@@ -94,7 +94,7 @@ struct Status: ParsableCommand {
         if let change = status.nextChange {
             rows.append(["next change", "\(ChildWords.stateName(change.state)) \(at(change.at))"])
         }
-        if status.state != "allowed", let again = status.allowedAgainAt {
+        if status.state != .allowed, let again = status.allowedAgainAt {
             rows.append(["allowed again", at(again)])
         }
         let windows = (status.blocked ?? []).map { window in

@@ -402,13 +402,17 @@ public struct AgentReply: Sendable, Equatable, Codable {
     public var json: JSONValue { JSONValueEncoder().value(of: self) }
 }
 
+/// On the socket and in `--json` as its name (`limit-reached`); a name this version does not know is
+/// not a status it can read.
+extension UseState: Codable {}
+
 /// `curfew status` as the agent sends it (`UserStatus.json`) and the CLI reads it.
 public struct StatusReport: Sendable, Equatable, Codable {
     public struct Change: Sendable, Equatable, Codable {
         public var at: String
-        public var state: String
+        public var state: UseState
 
-        public init(at: String, state: String) {
+        public init(at: String, state: UseState) {
             self.at = at
             self.state = state
         }
@@ -489,7 +493,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
     public var extraMinutes: Int
     public var bedtimeDelayMinutes: Int
     public var remainingSeconds: Int64?
-    public var state: String
+    public var state: UseState
     public var reason: String?
     public var nextChange: Change?
     public var allowedAgainAt: String?
@@ -512,7 +516,7 @@ public struct StatusReport: Sendable, Equatable, Codable {
 
     public init(
         user: String, date: String, timezone: String, screenSeconds: Int64, otherComputersSeconds: Int64?, limitMinutes: Int?,
-        extraMinutes: Int, bedtimeDelayMinutes: Int, remainingSeconds: Int64?, state: String, reason: String?, nextChange: Change?,
+        extraMinutes: Int, bedtimeDelayMinutes: Int, remainingSeconds: Int64?, state: UseState, reason: String?, nextChange: Change?,
         allowedAgainAt: String?, counting: Bool?, apps: [App], rules: [Rule]?, blocked: [Window]?, selfExtension: Allowance?
     ) {
         self.user = user

@@ -46,15 +46,14 @@ public enum ChildWords {
     }
 
     /// What a state's start is called: `bedtime`, `downtime`, `a break`, `time up`, `allowed`.
-    public static func stateName(_ state: String, window: String? = nil) -> String {
+    public static func stateName(_ state: UseState, window: String? = nil) -> String {
         switch state {
-        case "bedtime": "bedtime"
-        case "downtime": window.map { "downtime (\($0))" } ?? "downtime"
-        case "break": "a break"
-        case "limit-reached": "time up"
-        case "week-limit-reached": "the week's time up"
-        case "allowed": "allowed"
-        default: state
+        case .bedtime: "bedtime"
+        case .downtime: window.map { "downtime (\($0))" } ?? "downtime"
+        case .breakTime: "a break"
+        case .limitReached: "time up"
+        case .weekLimitReached: "the week's time up"
+        case .allowed: "allowed"
         }
     }
 
@@ -62,11 +61,11 @@ public enum ChildWords {
     /// `no time left today · allowed again tomorrow at 07:00`; `no daily limit · bedtime at 21:00`.
     public static func summary(_ status: StatusReport) -> String {
         var parts: [String] = []
-        let blocked = status.state != "allowed"
+        let blocked = status.state != .allowed
         if blocked {
             switch status.state {
-            case "limit-reached": parts.append("no time left today")
-            case "week-limit-reached": parts.append("no time left this week")
+            case .limitReached: parts.append("no time left today")
+            case .weekLimitReached: parts.append("no time left this week")
             default: parts.append("it is \(stateName(status.state))")
             }
             if let again = status.allowedAgainAt {
@@ -79,7 +78,7 @@ public enum ChildWords {
             } else {
                 parts.append("no daily limit")
             }
-            if let change = status.nextChange, change.state != "allowed" {
+            if let change = status.nextChange, change.state != .allowed {
                 let when = moment(change.at, today: status.date)
                 let name = stateName(change.state)
                 // Time running out is already said by the time left.

@@ -86,7 +86,7 @@ public struct IndicatorView: Sendable, Equatable {
     public static func make(_ status: StatusReport, note: String?) -> IndicatorView {
         let summary = ChildWords.summary(status)
         let face: Face =
-            status.state != "allowed" ? .blocked
+            status.state != .allowed ? .blocked
             : (status.remainingSeconds.map { $0 <= lastWarningSeconds } ?? false) ? .lastWarning : .plenty
         var items: [Item] = [Item(id: 1, label: summary)]
         var details: [String] = []

@@ -32,7 +32,7 @@ import Testing
     @Test func statusRoundTripsAndKeepsItsNulls() throws {
         var report = StatusReport(
             user: "kid", date: "2026-11-25", timezone: "UTC", screenSeconds: 60, otherComputersSeconds: nil, limitMinutes: nil,
-            extraMinutes: 0, bedtimeDelayMinutes: 0, remainingSeconds: nil, state: "allowed", reason: nil, nextChange: nil,
+            extraMinutes: 0, bedtimeDelayMinutes: 0, remainingSeconds: nil, state: .allowed, reason: nil, nextChange: nil,
             allowedAgainAt: nil, counting: true, apps: [StatusReport.App(app: "minecraft", seconds: 60, running: true)],
             rules: [StatusReport.Rule(app: "steam", rule: "block", limitMinutes: nil, seconds: 0)],
             blocked: [StatusReport.Window(start: "21:00", end: "24:00", state: "bedtime", window: nil)], selfExtension: nil)

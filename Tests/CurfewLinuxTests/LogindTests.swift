@@ -28,11 +28,11 @@ struct LogindTests {
             sessions == [
                 LoginSession(
                     id: "c1", objectPath: "/org/freedesktop/login1/session/c1", uid: 1000, userName: "kid",
-                    active: true, lockedHint: false, idleHint: false, type: "test", sessionClass: "user", tty: "",
+                    active: true, lockedHint: false, idleHint: false, type: "test", sessionClass: .user, tty: "",
                     display: "", remote: false, seat: "seat0", leader: 1, state: "active"),
                 LoginSession(
                     id: "c2", objectPath: "/org/freedesktop/login1/session/c2", uid: 1001, userName: "sibling",
-                    active: false, lockedHint: false, idleHint: false, type: "test", sessionClass: "user", tty: "",
+                    active: false, lockedHint: false, idleHint: false, type: "test", sessionClass: .user, tty: "",
                     display: "", remote: false, seat: "seat0", leader: 1, state: "online"),
             ])
         #expect(sessions.map(\.counts) == [true, false])
@@ -68,7 +68,7 @@ struct LogindTests {
             try bus.mock([["set_session_property", "c1", "Class", greeterClass]])
             #expect(try client.collectEvents { !$0.isEmpty } == [.propertiesChanged(objectPath: path)])
             let session = try #require(try client.session(objectPath: path))
-            #expect(session.sessionClass == greeterClass && session.active && !session.counts)
+            #expect(session.sessionClass.text == greeterClass && session.active && !session.counts)
         }
     }
 
@@ -222,9 +222,24 @@ struct LogindTests {
     ) {
         let session = LoginSession(
             id: "1", objectPath: "/org/freedesktop/login1/session/_31", uid: 1000, userName: "kid", active: active,
-            lockedHint: locked, idleHint: idle, type: "wayland", sessionClass: sessionClass, tty: "", display: "",
+            lockedHint: locked, idleHint: idle, type: "wayland", sessionClass: SessionClass(sessionClass), tty: "", display: "",
             remote: false, seat: "seat0", leader: 42, state: active ? "active" : "online")
         #expect(session.counts == counts)
+    }
+
+    @Test func sessionClassesAreReadFromLogindsTextAndKeepIt() {
+        let known: [(String, SessionClass)] = [
+            ("user", .user), ("user-early", .userEarly), ("user-incomplete", .userIncomplete), ("user-light", .userLight),
+            ("user-early-light", .userEarlyLight), ("greeter", .greeter), ("lock-screen", .lockScreen), ("background", .background),
+            ("background-light", .backgroundLight), ("manager", .manager), ("manager-early", .managerEarly), ("none", .unclassified),
+        ]
+        for (text, sessionClass) in known {
+            #expect(SessionClass(text) == sessionClass && sessionClass.text == text && "\(sessionClass)" == text)
+        }
+        for text in ["", "User", "user ", "from-the-future"] {
+            #expect(SessionClass(text) == .other(text) && SessionClass(text).text == text && SessionClass(text) != .user)
+        }
+        #expect(SessionClass.other("user") == .user)
     }
 }
 

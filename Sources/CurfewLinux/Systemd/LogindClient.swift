@@ -16,9 +16,8 @@ public struct LoginSession: Sendable, Equatable {
     public var idleHint: Bool
     /// "tty", "x11", "wayland", "mir" or "unspecified".
     public var type: String
-    /// logind's `Class`: "user", "greeter", "lock-screen" or "background" (newer systemd adds more, such as
-    /// "user-early" and "manager").
-    public var sessionClass: String
+    /// logind's `Class`.
+    public var sessionClass: SessionClass
     public var tty: String
     public var display: String
     public var remote: Bool
@@ -31,7 +30,7 @@ public struct LoginSession: Sendable, Equatable {
 
     public init(
         id: String, objectPath: String, uid: UInt32, userName: String, active: Bool, lockedHint: Bool,
-        idleHint: Bool, type: String, sessionClass: String, tty: String, display: String, remote: Bool,
+        idleHint: Bool, type: String, sessionClass: SessionClass, tty: String, display: String, remote: Bool,
         seat: String, leader: UInt32, state: String
     ) {
         self.id = id
@@ -53,7 +52,7 @@ public struct LoginSession: Sendable, Equatable {
 
     /// Screen time counts only for a foreground user session that is neither locked nor idle; greeter and
     /// lock-screen sessions never count.
-    public var counts: Bool { active && !lockedHint && !idleHint && sessionClass == "user" }
+    public var counts: Bool { active && !lockedHint && !idleHint && sessionClass == .user }
 
     /// Whether LockSession can lock it: a graphical session (x11, wayland, mir), whose desktop runs a
     /// screen locker. A text console or an ssh login (type tty or unspecified) has none.
@@ -74,7 +73,7 @@ public struct LoginSession: Sendable, Equatable {
             lockedHint: flag("LockedHint"),
             idleHint: flag("IdleHint"),
             type: string("Type"),
-            sessionClass: string("Class"),
+            sessionClass: SessionClass(string("Class")),
             tty: string("TTY"),
             display: string("Display"),
             remote: flag("Remote"),
