@@ -16,10 +16,13 @@ struct KeyCommand: ParsableCommand {
             abstract: "Show this computer's parent key and the keys it trusts.")
         @OptionGroup var location: LocationOptions
         @Flag(name: .long, help: "Print the result as JSON.") var json = false
+        @Flag(name: .long, help: "Show this computer's machine key (what curfew sync enrol shows on another computer) instead.")
+        var machine = false
 
         func run() throws {
             let workspace = Workspace(location)
             try workspace.requireStateDirectory()
+            if machine { return try showMachineKey(workspace) }
             let key = try workspace.keyRing.loadSigningKey()
             let trusted = try workspace.keyRing.trustedKeys()
             let revoked = try workspace.keyRing.revocations()
@@ -50,6 +53,26 @@ struct KeyCommand: ParsableCommand {
                 for entry in machines { Output.line("  \(entry.machine): \(entry.key?.id ?? "?")") }
             }
         }
+
+        func showMachineKey(_ workspace: Workspace) throws {
+            let key = try KeyCommand.machineKey(workspace)
+            let fingerprint = KeyFingerprint.text(of: key.publicKey)
+            if json {
+                Output.json(MachineKeyJSON(id: key.id, fingerprint: fingerprint, publicKey: key.publicKey.base64))
+                return
+            }
+            Output.line("machine key id: \(key.id)")
+            Output.line("fingerprint: \(fingerprint)")
+            Output.line("public key: \(key.publicKey.base64)")
+        }
+    }
+
+    /// The machine key's id and fingerprint, to compare with what `curfew sync enrol` shows for this computer.
+    static func machineKey(_ workspace: Workspace) throws -> SigningKey {
+        guard Files.exists(workspace.keyRing.machineKeyPath) else {
+            throw CLIError("this computer has no machine key yet (\(workspace.keyRing.machineKeyPath)): start curfewd once", .unavailable)
+        }
+        return try workspace.keyRing.createMachineKeyIfMissing()
     }
 
     struct Export: ParsableCommand {
@@ -66,10 +89,7 @@ struct KeyCommand: ParsableCommand {
             try workspace.requireStateDirectory()
             let key: SigningKey
             if machine {
-                guard Files.exists(workspace.keyRing.machineKeyPath) else {
-                    throw CLIError("this computer has no machine key yet (\(workspace.keyRing.machineKeyPath)): start curfewd once", .unavailable)
-                }
-                key = try workspace.keyRing.createMachineKeyIfMissing()
+                key = try KeyCommand.machineKey(workspace)
             } else {
                 key = try workspace.keyRing.loadSigningKey()
             }
@@ -223,6 +243,13 @@ struct KeyCommand: ParsableCommand {
 }
 
 /// `curfew key show --json`: this computer's parent key, the keys it trusts and the computers'.
+/// `curfew key show --machine --json`.
+struct MachineKeyJSON: Encodable {
+    var id: String
+    var fingerprint: String
+    var publicKey: String
+}
+
 struct KeysJSON: Encodable {
     struct Trusted: Encodable {
         var id: String
