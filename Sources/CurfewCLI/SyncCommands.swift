@@ -31,7 +31,10 @@ struct ComputerAnswer {
         let version = confirmation.enforcedVersion.map { "v\($0)" } ?? "?"
         let after = seconds.map { String(format: " in %.2f s", max(0, $0)) } ?? ""
         switch confirmation.outcome {
-        case .applied: return "\(host): applied \(version)\(after)"
+        case .applied:
+            // A removal leaves no policy in force: the computer says so, not a version.
+            guard confirmation.enforcedVersion != nil else { return "\(host): applied (no longer managed)\(after)" }
+            return "\(host): applied \(version)\(after)"
         case .merged:
             let conflicts = confirmation.conflicts.isEmpty ? "" : " (conflicts: \(confirmation.conflicts.joined(separator: ", ")))"
             return "\(host): merged into \(version)\(after)\(conflicts)"

@@ -49,6 +49,10 @@ import Testing
             try waitUntil(seconds: 10, "\(id) announced") { FileManager.default.fileExists(atPath: "\(shared)/machines/\(id).json") }
             let enrolled = try parent.ok(["sync", "enrol", id, "--yes", "--shared-dir", shared])
             #expect(enrolled.stdout.contains("enrolled computer \(id) with parent key "), "\(enrolled)")
+            // The fingerprint shown is the one `curfew key show --machine` gives on that computer.
+            let shown = try agents[index].runner.ok(["key", "show", "--machine"]).stdout
+            let fingerprint = try #require(shown.split(separator: "\n").first { $0.hasPrefix("fingerprint: ") }, "\(shown)")
+            #expect(enrolled.stdout.contains("  \(fingerprint)\n"), "\(enrolled) / \(shown)")
         }
 
         func records() -> Set<String> {
@@ -163,6 +167,12 @@ import Testing
         agents[2] = try family.start(2)
         let after = try family.parent.ok(["sync", "status", "--shared-dir", family.shared]).stdout
         #expect(after.contains("pc-c"), "\(after)")
+
+        // A removal leaves no version in force: each computer says the child is no longer managed.
+        let removed = try family.parent.ok(["user", "remove", "synckid", "--yes", "--shared-dir", family.shared]).stdout
+        let removedLines = removed.split(separator: "\n").map(String.init)
+        #expect(removedLines.filter { $0.contains(": applied (no longer managed) in ") }.count == 3, "\(removed)")
+        #expect(!removed.contains("?"), "\(removed)")
     }
 
     /// The default wait covers the local Syncthing's watcher delay on folder `curfew` (read from its
