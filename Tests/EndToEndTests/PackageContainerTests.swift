@@ -206,11 +206,19 @@ extension BootedContainer {
         let conffiles = try ok(["dpkg-query", "-W", "-f=${Conffiles}", "curfew"])
         #expect(conffiles.contains("/etc/default/curfew "), "conffiles: \(conffiles)")
         #expect(try ok(["grep", "-x", "CURFEW_FAIL_MODE=closed", "/etc/default/curfew"]) == "CURFEW_FAIL_MODE=closed\n")
-        // The documentation: the README and the app catalog's format; the family's own catalog directory.
+        // The documentation: the README, the pages for parents, children and administrators, security, the
+        // design and the architecture (not the benchmark and testing pages, which concern a checkout of the
+        // source), and the app catalog's format; the family's own catalog directory.
         try ok([
             "test", "-s", "/usr/share/doc/curfew/README.md", "-a", "-s", "/usr/share/doc/curfew/README.catalog.md", "-a", "-s",
             "/usr/share/doc/curfew/copyright", "-a", "-d", "/etc/curfew/apps",
         ])
+        for page in ["parents", "children", "administrators", "security", "design", "architecture"] {
+            try ok(["test", "-s", "/usr/share/doc/curfew/docs/\(page).md"])
+        }
+        for page in ["performance", "testing"] {
+            #expect(try run(["test", "-e", "/usr/share/doc/curfew/docs/\(page).md"]).status != 0, "docs/\(page).md is shipped")
+        }
         // Both pages as man shows them, without a warning.
         for (section, page, wanted) in [("1", "curfew", ["EXAMPLES", "ENVIRONMENT", "EXIT STATUS", "common options"]), ("8", "curfewd", ["SIGNALS", "JOURNAL", "EXIT STATUS"])] {
             let shown = try run(["env", "MANWIDTH=80", "LC_ALL=C.UTF-8", "man", "--warnings", section, page])

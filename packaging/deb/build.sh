@@ -77,8 +77,20 @@ install -D -m 644 "$REPO/policies/default.json" "$root/usr/share/curfew/policies
 mkdir -p "$root/usr/share/curfew/apps" "$root/usr/share/doc/curfew/examples"
 install -m 644 "$REPO"/policies/apps/*.json "$root/usr/share/curfew/apps/"
 install -m 644 "$REPO"/policies/examples/*.json "$root/usr/share/doc/curfew/examples/"
-# The README, and the app catalog's format (the family's own entries go in /etc/curfew/apps).
+# The README and the pages for parents, children, administrators, and on security, the design and the
+# architecture (docs/*.md but the benchmark and testing pages, which concern a checkout of the source;
+# the README's links to docs/ hold in /usr/share/doc/curfew too), with their pictures; and the app
+# catalog's format (the family's own entries go in /etc/curfew/apps).
 install -m 644 "$REPO/README.md" "$root/usr/share/doc/curfew/README.md"
+install -d "$root/usr/share/doc/curfew/docs"
+for page in "$REPO"/docs/*.md; do
+    case $(basename "$page") in performance.md | testing.md) continue ;; esac
+    install -m 644 "$page" "$root/usr/share/doc/curfew/docs/"
+done
+if [ -d "$REPO/docs/images" ]; then
+    install -d "$root/usr/share/doc/curfew/docs/images"
+    install -m 644 "$REPO"/docs/images/*.png "$root/usr/share/doc/curfew/docs/images/"
+fi
 install -m 644 "$REPO/policies/apps/README.md" "$root/usr/share/doc/curfew/README.catalog.md"
 install -d "$root/etc/curfew/apps"
 
