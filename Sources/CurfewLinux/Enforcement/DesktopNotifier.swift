@@ -100,7 +100,7 @@ public enum DesktopNotifier {
         while true {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                drain(errorsPair.ours, into: &errors)
+                errorsPair.ours.drainAvailable(into: &errors, keeping: 4096, chunk: 1024)
                 return (status, String(decoding: errors, as: UTF8.self))
             }
             let left = deadline - ClockReading.read(CLOCK_MONOTONIC)
@@ -115,22 +115,7 @@ public enum DesktopNotifier {
             ]
             let slice = pidfd != nil ? left : min(left, 10)
             _ = poll(&pollers, 2, Int32(min(slice, Int64(Int32.max))))
-            if pollers[1].revents != 0 { readable = drain(errorsPair.ours, into: &errors) }
-        }
-    }
-
-    /// Reads what is there (non-blocking) into `bytes`, keeping the first 4 KiB; false at end of file.
-    @discardableResult
-    private static func drain(_ fd: FileDescriptor, into bytes: inout [UInt8]) -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let count: Int
-            switch valueOrErrno(retryOnInterrupt: false, { read(fd.rawValue, &chunk, chunk.count) }) {
-            case .success(0): return false
-            case .success(let read): count = read
-            case .failure(let error): return error.isTemporary
-            }
-            if bytes.count < 4096 { bytes += chunk.prefix(min(count, 4096 - bytes.count)) }
+            if pollers[1].revents != 0 { readable = errorsPair.ours.drainAvailable(into: &errors, keeping: 4096, chunk: 1024) }
         }
     }
 }

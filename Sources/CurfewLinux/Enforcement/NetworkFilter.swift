@@ -186,8 +186,8 @@ public struct NetworkFilter: Sendable {
                 pollfd(fd: errorsOpen ? stderr.ours.rawValue : -1, events: Int16(POLLIN), revents: 0),
             ]
             _ = poll(&pollers, 2, Int32(min(left, 1_000)))
-            if outputOpen && pollers[0].revents != 0 { outputOpen = Self.drain(stdout.ours, into: &output) }
-            if errorsOpen && pollers[1].revents != 0 { errorsOpen = Self.drain(stderr.ours, into: &errors) }
+            if outputOpen && pollers[0].revents != 0 { outputOpen = stdout.ours.drainAvailable(into: &output, keeping: 1 << 20) }
+            if errorsOpen && pollers[1].revents != 0 { errorsOpen = stderr.ours.drainAvailable(into: &errors, keeping: 1 << 20) }
         }
         guard let status = reap(pid) else { throw LinuxError(operation: "waitpid nft", errno: .noChildProcess) }
         return (status, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
@@ -217,20 +217,6 @@ public struct NetworkFilter: Sendable {
         }
         lseek(fd.rawValue, 0, SEEK_SET)
         return fd
-    }
-
-    /// Reads what is there on `fd` (borrowed) into `bytes` (at most 1 MiB kept); false at end of file.
-    static func drain(_ fd: FileDescriptor, into bytes: inout [UInt8]) -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            let count: Int
-            switch valueOrErrno(retryOnInterrupt: false, { read(fd.rawValue, &chunk, chunk.count) }) {
-            case .success(0): return false
-            case .success(let read): count = read
-            case .failure(let error): return error.isTemporary
-            }
-            if bytes.count < 1 << 20 { bytes += chunk.prefix(min(count, (1 << 20) - bytes.count)) }
-        }
     }
 
     static func describe(_ status: Int32) -> String {
