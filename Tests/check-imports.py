@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a target of the package imports a module it does not declare (issue 13).
+"""Fails when a target of the package imports a module it does not declare (docs/architecture.md).
 
 SwiftPM's `--explicit-target-dependency-import-check error` catches a target that imports another
 target of this package without declaring it, but not a product of a dependency: every module built

@@ -45,7 +45,7 @@ final class Enforcer {
     /// A parent often answers at once: for this long after a request is filed, answers are looked for
     /// every second (`fastAnswerLookMilliseconds`); after that at most every `slowAnswerLookMilliseconds`
     /// at the steps the enforcer takes anyway (a change, the next minute), so a request nobody answers
-    /// does not wake an idle agent every second (issue 13). An approval publishes a grant, which wakes
+    /// does not wake an idle agent every second (docs/performance.md). An approval publishes a grant, which wakes
     /// the enforcer at once.
     static let fastAnswerWindowMilliseconds: Int64 = 60_000
     static let fastAnswerLookMilliseconds: Int64 = 1_000

@@ -26,7 +26,7 @@ enum AgentClient {
         exchange(request, socket: socket, timeout: timeout)?.reply
     }
 
-    /// A refusal as one line for people and the exit status SPEC.md gives it.
+    /// A refusal as one line for people and the exit status docs/design.md gives it.
     static func error(_ reply: AgentReply) -> CLIError {
         let message = reply.message ?? "the agent refused"
         switch reply.error {

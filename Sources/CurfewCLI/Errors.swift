@@ -1,7 +1,7 @@
 import CurfewCore
 import CurfewSync
 
-/// SPEC.md's exit codes.
+/// The exit codes of docs/design.md ("Exit codes").
 public enum ExitStatus: Int32, Sendable {
     case success = 0
     case failure = 1
@@ -12,7 +12,7 @@ public enum ExitStatus: Int32, Sendable {
     case notPermitted = 77
 }
 
-/// An error for people: one line, and the exit code SPEC.md gives for it.
+/// An error for people: one line, and the exit code docs/design.md gives for it.
 public struct CLIError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public var status: ExitStatus

@@ -19,7 +19,7 @@ struct PolicyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a user's policy.")
         @OptionGroup var location: LocationOptions
         @Argument(help: "The user's login name.", completion: Completions.users) var user: String
-        @Flag(name: .long, help: "Print the policy as JSON (SPEC.md's field names).") var json = false
+        @Flag(name: .long, help: "Print the policy as JSON (the documented field names).") var json = false
 
         func run() throws {
             let workspace = Workspace(location)

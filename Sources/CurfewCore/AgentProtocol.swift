@@ -546,8 +546,8 @@ public struct StatusReport: Sendable, Equatable, Codable {
     }
 
     /// The fields in this order; those readers have always had are present, `null` when unset; those
-    /// added later (other computers, moved downtime windows, the rules of issue 16, the allowance)
-    /// only when they apply.
+    /// added later (other computers, moved downtime windows, breaks and the weekly budget, the
+    /// allowance) only when they apply.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(user, forKey: .user)

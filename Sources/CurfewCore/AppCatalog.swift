@@ -13,7 +13,7 @@ public enum AppCategory: String, CaseIterable, Sendable {
 }
 
 /// One app of the catalog: a name that policies use, and the matchers that decide which processes
-/// belong to it. SPEC.md "Apps"; the file format is described in `policies/apps/README.md`.
+/// belong to it. docs/design.md, "Apps"; the file format is described in `policies/apps/README.md`.
 public struct AppDefinition: Sendable, Equatable {
     /// The name policies and reports use; `Policy.validateAppName` rules.
     public var name: String

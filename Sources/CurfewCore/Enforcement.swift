@@ -113,7 +113,7 @@ public struct EnforcementPlan: Sendable, Equatable {
     public var networkOff: Bool { lockout == .network }
 }
 
-/// SPEC.md's enforcement rules, with no I/O: the agent passes the schedule (policy, zone and grants),
+/// The enforcement rules (docs/design.md), with no I/O: the agent passes the schedule (policy, zone and grants),
 /// the instant, today's usage and the apps running.
 public enum Enforcement {
     /// - Parameters:

@@ -19,7 +19,7 @@ public struct GrantRecord: Sendable, Equatable {
     public var nonce: String
     /// The child's request this grant answers, if any.
     public var requestId: Int64?
-    /// What else it lifts: an app's limit, a downtime window, a break (issue 16). Written to the file
+    /// What else it lifts: an app's limit, a downtime window, a break. Written to the file
     /// only when set, so a grant without them has the bytes it always had, and an agent that does not
     /// know these fields rejects a grant that uses them, naming the field.
     public var lift: GrantLift

@@ -92,7 +92,7 @@ public struct AppRule: Sendable, Equatable, Hashable {
     }
 }
 
-/// One managed user's rules, as SPEC.md's policy table describes them.
+/// One managed user's rules, as docs/design.md's policy table describes them.
 public struct Policy: Sendable, Equatable {
     public static let maxDailyMinutes = 480
     public static let minuteStep = 15
@@ -169,7 +169,7 @@ public struct Policy: Sendable, Equatable {
     public static let defaultBedtime: BedtimeWindow? = try? BedtimeWindow(
         start: ClockTime(hour: 20, minute: 0), end: ClockTime(hour: 7, minute: 0))
 
-    /// SPEC.md's defaults: 120 minutes, bedtime 20:00-07:00, warnings 15, 5, 1, logout.
+    /// The defaults (docs/design.md): 120 minutes, bedtime 20:00-07:00, warnings 15, 5, 1, logout.
     public static func defaults(for user: String) -> Policy { Policy(user: user) }
 
     /// What a managed user is held to when no valid policy of theirs can be loaded and the agent
@@ -206,7 +206,7 @@ public struct Policy: Sendable, Equatable {
 // MARK: - Validation
 
 extension Policy {
-    /// Checks every rule of SPEC.md's policy table; the first broken rule is thrown.
+    /// Checks every rule of docs/design.md's policy table; the first broken rule is thrown.
     public func validate() throws(PolicyError) {
         try Policy.validateUserName(user)
         try Policy.validateDaily(dailyLimit, rule: "daily limit")
@@ -334,12 +334,11 @@ extension Policy {
         "lockout", "bedtimeLockout", "timezone", "limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension",
     ]
 
-    /// The policy in SPEC.md's JSON form, fields in the documented order. `limitScope` appears only
+    /// The policy in its documented JSON form (docs/design.md), fields in the documented order. `limitScope` appears only
     /// when it is `all-computers`: a policy that does not use it reads (and verifies) exactly as
-    /// before the field existed, also on computers whose agent does not know it yet. So do the
-    /// schedule rules of issue 16: `weeklyLimitMinutes`, `downtime`, `breaks`, `exceptions` and
-    /// `selfExtension` appear only when set, and so does issue 15's `bedtimeLockout` (right after
-    /// `lockout`).
+    /// before the field existed, also on computers whose agent does not know it yet. The schedule
+    /// rules `weeklyLimitMinutes`, `downtime`, `breaks`, `exceptions` and `selfExtension` appear only
+    /// when set, and so does `bedtimeLockout` (right after `lockout`).
     public var json: JSONValue {
         func allowance(_ value: TimeAllowance) -> JSONValue {
             if case .minutes(let minutes) = value { return .int(Int64(minutes)) }
@@ -381,7 +380,7 @@ extension Policy {
         return .object(object)
     }
 
-    /// Reads SPEC.md's JSON form. Every field but `user` may be left out and takes its default;
+    /// Reads the documented JSON form. Every field but `user` may be left out and takes its default;
     /// `user` may come from `userOverride` instead (a policy file used as a template). Unknown
     /// fields and wrong types are errors naming the field. The result is validated.
     public static func decode(_ value: JSONValue, userOverride: String? = nil) throws(PolicyError) -> Policy {

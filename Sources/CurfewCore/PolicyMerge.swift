@@ -227,7 +227,7 @@ public enum PolicyMerge {
     /// Lists merged entry by entry, by the field that names an entry; entries kept in key order.
     static let keyedLists = [("downtime", "name"), ("exceptions", "from")]
 
-    /// The policy's fields by merge name: SPEC.md's JSON field names, with one field per weekday
+    /// The policy's fields by merge name: the policy's JSON field names (docs/design.md), with one field per weekday
     /// override (`weekdayLimits.sat`) and per app (`apps.steam`). Absent overrides and apps have no
     /// entry.
     static func fields(of policy: Policy) -> [String: JSONValue] {

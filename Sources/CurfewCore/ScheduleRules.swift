@@ -1,4 +1,4 @@
-/// The schedule rules added to a policy after the first generation (issue 16): downtime windows,
+/// The schedule rules added to a policy after the first generation: downtime windows,
 /// breaks, date exceptions and self-service extra time. Each is validated with a one-line error that
 /// names the rule and the value, and written into the policy's JSON only when it is set.
 

@@ -3,7 +3,7 @@
 /// A sync tool that gathers changes for a while before it sends them (Syncthing's file watcher delay)
 /// holds a change up twice: the record on its way to the other computer, and that computer's
 /// confirmation on its way back. The default wait covers both, plus a margin for the transfer and the
-/// agent; it is never shorter than the 5 s SPEC.md gives.
+/// agent; it is never shorter than the 5 s docs/design.md gives.
 public enum SyncWait {
     public static let minimumSeconds: Double = 5
     /// For the transfers, the other computer's agent, and the other side's scan of the folder.

@@ -33,7 +33,7 @@ public struct UserObservation: Sendable, Equatable {
     }
 }
 
-/// SPEC.md's accounting rules, applied to one elapsed interval. No clock of its own: the agent passes
+/// The accounting rules (docs/design.md, "Counting"), applied to one elapsed interval. No clock of its own: the agent passes
 /// the elapsed time (from the monotonic clock) and the instant the interval started.
 public enum Accounting {
     /// Programs that are part of every login rather than something a child chose to run: their time is
@@ -48,7 +48,7 @@ public enum Accounting {
 
     /// Shells: session plumbing for whether always-allowed apps are alone (every console or ssh login
     /// has one, and a child's reading app must not count as screen time because of it), but their time
-    /// is the app `terminal`'s, like the system's other command-line tools (issue 14).
+    /// is the app `terminal`'s, like the system's other command-line tools (docs/design.md, "Apps").
     public static let shells: Set<String> = ["bash", "sh", "dash", "zsh", "fish"]
 
     /// The apps an interval's time is filed under: the running apps but session plumbing, and

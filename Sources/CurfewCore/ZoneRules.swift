@@ -4,7 +4,7 @@ import Synchronization
 ///
 /// The rules are the system's tz database (TZif, RFC 8536: `ZoneData`), read by a zone source
 /// outside the core (`ZoneDatabase`). A wall time in a skipped hour becomes the next valid time
-/// (02:30 becomes 03:00, as SPEC.md wants), one in a repeated hour its first occurrence.
+/// (02:30 becomes 03:00, as docs/design.md says), one in a repeated hour its first occurrence.
 public struct ZoneRules: Sendable {
     /// The zone's name as given (`Europe/Berlin`, `UTC`).
     public let identifier: String

@@ -1,6 +1,6 @@
 import CurfewCore
 
-/// Where Curfew keeps things, as SPEC.md gives the defaults: a flag wins, then the environment
+/// Where Curfew keeps things, as docs/design.md gives the defaults: a flag wins, then the environment
 /// variable (when not empty), then the default. The CLI and the agent resolve them the same way.
 public enum Locations {
     public static func stateDirectory(_ flag: String?, environment: [String: String]) -> String {

@@ -5,7 +5,7 @@ import CurfewPOSIX
 ///
 /// Not `DispatchQueue.concurrentPerform`: its workers come from libdispatch's global queues, whose
 /// first use arms a timer that wakes the process once a second for as long as it lives (the agent
-/// must stay asleep while nothing happens, issue 13).
+/// must stay asleep while nothing happens).
 enum ParallelWork {
     static func run(workers: Int, _ body: @escaping @Sendable (Int) -> Void) {
         guard workers > 1 else {

@@ -9,7 +9,7 @@ import Foundation
 /// How fast the real `curfewd` kills a blocked app: from just before the app is spawned (through
 /// setpriv, as the bench account) to its death (waitpid), over many launches, for the process connector, for polling at
 /// the agent's default 100 ms, and for a polling design at Timekpr-nExT's 3-second interval; with the
-/// connector and polling, also the game started by the dynamic loader and an appended-byte copy (issue 14).
+/// connector and polling, also the game started by the dynamic loader and an appended-byte copy.
 func runEnforcementBenchmarks(root: String, launches: Int) throws {
     print("enforcement: exec of a blocked app -> its death, \(launches) launches each (real curfewd, release build)")
     let account = try BenchAccount.resolve()
@@ -28,7 +28,7 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
             ["--exec-guard", "off", "--no-process-connector", "--tick", "3", "--enforcement-poll", "3"], false
         ),
     ]
-    // Issue 14's bypasses: the game started by the dynamic loader, and a copy with a byte appended
+    // The bypasses of a block: the game started by the dynamic loader, and a copy with a byte appended
     // under another name in /dev/shm (same build-id, another content hash).
     let launchKinds: [(label: String, command: BlockedAppProbe.Launch)] = [
         ("", .direct), (", started by the loader (ld.so GAME)", .loader), (", copy with a byte appended in /dev/shm", .appendedCopy),

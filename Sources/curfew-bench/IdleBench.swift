@@ -1,4 +1,4 @@
-// The idle figures (issue 13): how often the agent wakes and what CPU it uses while nothing happens
+// The idle figures (docs/performance.md): how often the agent wakes and what CPU it uses while nothing happens
 // (a managed user with no process, no logind) and while it counts one user (one process of the bench
 // account, no logind). Targets: idle, less than one wake-up a second on average; counting, at most
 // the tick plus the flush.

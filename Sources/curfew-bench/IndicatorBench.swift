@@ -1,4 +1,4 @@
-// The indicator's figures (issue 17): curfew-indicator's RSS, CPU and wakeups over a window in which
+// The indicator's figures (docs/performance.md): curfew-indicator's RSS, CPU and wakeups over a window in which
 // nothing changes (a managed child who is not counting: python-dbusmock's logind knows no session of
 // theirs), and the time from a parent's grant to the new Title on the child's session bus.
 // Targets: under 10 MiB, no wakeups while nothing changes, a grant shown within 1 s.

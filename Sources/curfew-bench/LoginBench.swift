@@ -8,7 +8,7 @@ import Foundation
 /// How long `curfew check-login` (the built binary, run as pam_exec runs it: as root, the user in
 /// PAM_USER) takes for an unmanaged user and for a managed one, with the real `curfewd` idle, under
 /// a child's attack on its socket, frozen (SIGSTOP: it accepts nothing and answers nothing), frozen
-/// with its backlog full (connect itself waits), and stopped. Issue 12: whatever a child does, a login decision takes at most 2 s.
+/// with its backlog full (connect itself waits), and stopped. docs/security.md: whatever a child does, a login decision takes at most 2 s.
 func runLoginBenchmarks(root: String, runs: Int) throws {
     print("login: curfew check-login as PAM runs it, real curfewd, \(runs) runs each (p50 / max, wall time from spawn to exit)")
     let account = try BenchAccount.resolve()

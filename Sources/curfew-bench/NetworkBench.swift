@@ -5,7 +5,7 @@ import Foundation
     import Glibc
 #endif
 
-/// Issue 15's `network` lockout with the real `curfewd` in a network namespace of the benchmark's own
+/// The `network` lockout with the real `curfewd` in a network namespace of the benchmark's own
 /// (a veth pair to a second one with a UDP echo server; documentation addresses, nothing leaves):
 ///
 /// - zero -> dropped: the child (the bench account, no logind: time counts while it has processes) has

@@ -1,7 +1,7 @@
 import CurfewCore
 import Foundation
 
-// The package's figures (issue 19): the .deb's size and its Installed-Size, and the time-zone rules
+// The package's figures (docs/performance.md): the .deb's size and its Installed-Size, and the time-zone rules
 // (the system's TZif files, read by CurfewCore) against Foundation's ICU-backed TimeZone for the
 // same lookups. The agent's RSS at 2,000 processes is the tracking section's ("agent at 2000
 // processes"). What is left in the program by library: packaging/deb/size-by-library.py, run here.

@@ -122,7 +122,7 @@ func runPolicyCoreBenchmarks(root: String) throws {
         print("decide every 5 minutes for a year (\(decisions) decisions): \(format(decideTime)) ms, \(format(decideTime * 1000 / Double(decisions))) us each (\(allowed) allowed)")
     }
 
-    // 4. The schedules families use (issue 16): 16 downtime windows, breaks, a weekly budget and 64
+    // 4. The schedules families use: 16 downtime windows, breaks, a weekly budget and 64
     // exceptions; decide() for a year at 5-minute steps, and `curfew schedule` cold start.
     do {
         var policy = Policy.defaults(for: "kid")

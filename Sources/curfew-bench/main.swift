@@ -1,4 +1,4 @@
-// Prints Curfew's speed figures (README: `make bench`): the policy core (PolicyCoreBench.swift) and
+// Prints Curfew's speed figures (docs/performance.md: `make bench`): the policy core (PolicyCoreBench.swift) and
 // tracking (TrackingBench.swift: the /proc sampler, the agent, Timekpr-nExT for comparison) and
 // enforcement (EnforcementBench.swift: exec of a blocked app to its death) and sync (SyncBench.swift: record to
 // confirmation, catching up after a start) and syncthing (SyncthingBench.swift: one change through two real

@@ -1,4 +1,4 @@
-# A child's attack on the agent's socket (issue 12), run as an unprivileged account by the end-to-end
+# A child's attack on the agent's socket (docs/security.md), run as an unprivileged account by the end-to-end
 # test (HostileSocketTests) and by `curfew-bench login`: one connection that sends a byte every 1.5 s
 # (reopened whenever the agent closes it) plus COUNT connections opened and held, reopened every 250 ms
 # when closed; twice a second a line of what the agent did to them.

@@ -237,7 +237,7 @@ import Testing
 
 extension AgentConfirmationTests {
     /// A grant with a field this agent does not know (one a newer `curfew` wrote, as `app` is to an
-    /// agent from before issue 16) is answered with a `rejected` confirmation that names the field, so
+    /// agent from before the schedule rules) is answered with a `rejected` confirmation that names the field, so
     /// the parent sees which computer must be updated; what is enforced does not change.
     @Test func aGrantWithAnUnknownFieldIsRejectedNamingTheField() throws {
         let fixture = try Fixture()

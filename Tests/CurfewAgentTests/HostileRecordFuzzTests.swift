@@ -34,7 +34,7 @@ struct SplitMix64 {
 }
 
 /// Thousands of hostile files in `records/` never change what is enforced, never crash the agent,
-/// and are each answered (or ignored) as the README's "How policy travels" says.
+/// and are each answered (or ignored) as docs/design.md's "Records and confirmations" says.
 @Suite struct HostileRecordFuzzTests {
     static let user = "fuzzkid"
     static let placeholder = "SIGNATURE-PLACEHOLDER"

@@ -130,7 +130,7 @@ import Testing
     }
 }
 
-/// Issue 16: a request records what blocks the child and the app they name; a grant that lifts an
+/// A request records what blocks the child and the app they name; a grant that lifts an
 /// app's limit or a break applies, and the child is told what they got, once.
 @Suite struct ExtraTimeAgentTests {
     func agent(grants: [(Int, GrantLift, String)]) throws -> (Agent, String, LocalDate) {

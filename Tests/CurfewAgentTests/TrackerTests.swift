@@ -172,7 +172,7 @@ struct TrackerTests {
         #expect(tracker.enforcement.stopRecords.isEmpty)
     }
 
-    /// Breaks (issue 16) against a real process and the test's clock: after `afterMinutes` of counted
+    /// Breaks against a real process and the test's clock: after `afterMinutes` of counted
     /// screen time the decision is a break, the tracker stops the child's processes (logout without
     /// logind), and after a pause of the break's length use is allowed again. Its own account
     /// (`curfewbreaks`): the lockout stops every process of it, which must not hit the other tests'.

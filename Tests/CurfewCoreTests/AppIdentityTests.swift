@@ -1,7 +1,7 @@
 import CurfewCore
 import Testing
 
-/// Issue 14: which app a process is, when identities are claimed, and how scripts are named.
+/// Which app a process is, when identities are claimed, and how scripts are named.
 @Suite struct AppIdentityTests {
     static let catalog = AppCatalog(
         [

@@ -158,7 +158,7 @@ struct EnforcementTests {
         }
     }
 
-    /// Issue 15: the lockout by cause. `bedtimeLockout` at bedtime and in downtime windows, `lockout` at
+    /// The lockout by cause. `bedtimeLockout` at bedtime and in downtime windows, `lockout` at
     /// the day's or the week's limit and in breaks; logins go on under `network`.
     @Test func theLockoutDependsOnTheCause() throws {
         var policy = Policy(

@@ -2,7 +2,7 @@ import Testing
 
 @testable import CurfewCore
 
-/// Issue 14's exec guard: which execs `ExecRules` denies, named from the file alone as the tracker
+/// The exec guard: which execs `ExecRules` denies, named from the file alone as the tracker
 /// names a process.
 @Suite struct ExecRulesTests {
     static let catalog = AppCatalog(

@@ -3,7 +3,7 @@ import Testing
 
 @testable import CurfewCore
 
-// Issue 16's extra time that answers the need: what blocks a child when they ask, and what a
+// Extra time that answers the need: what blocks a child when they ask, and what a
 // parent's approval lifts.
 
 /// Limit 2 h, a weekly budget of 10 h, bedtime 21:00-07:00, downtime `school` 08:00-15:00 on

@@ -63,7 +63,7 @@ struct HoldsTests {
         #expect(SessionBelt.secondsLeft(plan: plan(lockout: .none, now: now, screen: 3_600), onlyAllowedApps: false) == nil)
     }
 
-    /// Each cause by its own lockout (issue 15's lockout by cause): only a block that ends or locks
+    /// Each cause by its own lockout (the lockout by cause): only a block that ends or locks
     /// sessions caps them.
     @Test func theBeltFollowsTheLockoutOfEachCause() {
         let now = "2026-06-05T12:00Z"

@@ -275,7 +275,7 @@ import Testing
         #expect(policy.timezone == nil)
     }
 
-    /// Issue 15's example: the internet off at night, drawing offline goes on; logout at the limit.
+    /// The offline-nights example: the internet off at night, drawing offline goes on; logout at the limit.
     @Test func offlineNights() throws {
         let policy = try Self.policy("examples/offline-nights.json")
         #expect(policy.lockout == .logout && policy.bedtimeLockout == .network)

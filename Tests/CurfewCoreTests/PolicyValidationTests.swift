@@ -27,7 +27,7 @@ func bedtimeWindow(_ text: String) -> BedtimeWindow {
 
 @Suite("Policy validation")
 struct PolicyValidationTests {
-    @Test("the defaults follow SPEC.md and are valid")
+    @Test("the defaults follow docs/design.md and are valid")
     func defaults() throws {
         let policy = Policy.defaults(for: "kid")
         #expect(policy.user == "kid")
@@ -368,9 +368,9 @@ struct PolicyDecodeTests {
             Issue.record("not an object")
             return
         }
-        // limitScope and the schedule rules of issue 16 are written only when set, so a policy that
+        // limitScope and the schedule rules are written only when set, so a policy that
         // does not use them reads (and its records verify) as before the fields existed.
-        // So does issue 15's bedtimeLockout (right after lockout).
+        // So does bedtimeLockout (right after lockout).
         let optional: Set = ["limitScope", "weeklyLimitMinutes", "downtime", "breaks", "exceptions", "selfExtension", "bedtimeLockout"]
         #expect(object.keys == Policy.fieldNames.filter { !optional.contains($0) })
         var everyComputer = policy

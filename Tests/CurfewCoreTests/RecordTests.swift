@@ -93,7 +93,7 @@ struct RecordTests {
         #expect(try PolicyRecord.parse(Array(RecordFixture.fileText.utf8)).record == RecordFixture.record)
     }
 
-    /// Issue 15: a record file made before `bedtimeLockout` existed reads as it always did: the one
+    /// A record file made before `bedtimeLockout` existed reads as it always did: the one
     /// lockout at the limit and at bedtime alike, and its bytes (what was signed) come back unchanged.
     @Test("an old record file without bedtimeLockout reads as before")
     func oldRecordWithoutBedtimeLockout() throws {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import CurfewCore
 
-// Issue 16's rules: downtime windows, the weekly budget, breaks, exceptions and self-service extra time.
+// The schedule rules: downtime windows, the weekly budget, breaks, exceptions and self-service extra time.
 
 func downtime(_ name: String, _ window: String, _ days: String = "all") -> DowntimeWindow {
     try! DowntimeWindow.parse(name: name, window: window, days: Weekday.parseSet(days))

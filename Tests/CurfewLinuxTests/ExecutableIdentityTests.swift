@@ -5,7 +5,7 @@ import Testing
 
 @testable import CurfewLinux
 
-/// Issue 14: build-ids read from real ELF files, and /proc/PID/maps.
+/// App identity: build-ids read from real ELF files, and /proc/PID/maps.
 @Suite struct ExecutableIdentityTests {
     /// `readelf -n`'s build-id of `path`.
     static func readelfBuildID(_ path: String) throws -> String? {

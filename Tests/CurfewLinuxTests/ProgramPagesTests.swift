@@ -3,7 +3,7 @@ import Testing
 
 @testable import CurfewLinux
 
-/// The pages of the program's own file given back after startup (issue 19's RSS).
+/// The pages of the program's own file given back after startup (the agent's RSS, docs/performance.md).
 struct ProgramPagesTests {
     /// Only the program's own mappings without write permission, from maps lines as the kernel writes them.
     @Test func theReadOnlyMappingsOfTheProgramAreChosen() {

@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 14 with a real child account and the real agent: every bypass of a block is stopped within
+/// App identity with a real child account and the real agent: every bypass of a block is stopped within
 /// a second on every relaunch, and nothing innocent is stopped.
 @Suite(.serialized, .enabled(if: getuid() == 0, "needs root: test accounts, their processes and signals"))
 struct AppIdentityEndToEndTests {

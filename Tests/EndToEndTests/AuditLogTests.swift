@@ -39,7 +39,7 @@ import Testing
         #expect(verified.stdout.hasSuffix("\nthe agent has not summarised any events yet (curfewd --event-retention, default 365 days)\n"))
     }
 
-    /// The formats README gives, computed by another program (Debian's python3, hashlib): the stored
+    /// The formats docs/design.md gives, computed by another program (Debian's python3, hashlib): the stored
     /// hashes are those; a summary row made by that program replaces two events, `curfew events`
     /// lists it, and the chain still verifies across it.
     @Test func theDocumentedHashFormatsAndASummaryAcrossTheChain() throws {

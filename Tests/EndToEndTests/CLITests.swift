@@ -154,7 +154,7 @@ import Testing
         #expect(apps.stdout == "gcompris   always allowed\nminecraft  limited to 1h a day\nsteam      blocked\n")
     }
 
-    /// Every invalid input: one line naming the rule and the value, SPEC.md's exit code, and the
+    /// Every invalid input: one line naming the rule and the value, the documented exit code, and the
     /// state and shared directories unchanged byte for byte.
     @Test(arguments: [
         (["limit", "kid", "17m"], "daily limit must be a multiple of 15 minutes, got 17", Int32(64)),

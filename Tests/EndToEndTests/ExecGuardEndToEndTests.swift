@@ -9,7 +9,7 @@ import Testing
 /// Whether this kernel and these capabilities allow a fanotify group with permission events.
 func execGuardAvailable() -> Bool { (try? ExecGuard(identities: FileIdentityCache())) != nil }
 
-/// Issue 14's "blocked before it runs", with real child accounts and the real agent: the exec of a
+/// "Blocked before it runs", with real child accounts and the real agent: the exec of a
 /// blocked app fails for the child (the kernel's fanotify permission event answered FAN_DENY) and
 /// runs for everyone else; everybody else's execs are answered at once; a guard that does not answer
 /// in time lets execs through, and the block still stops the app after it starts.

@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-// Issue 16's extra time that answers the need, with the real agent and a real child account: the
+// Extra time that answers the need, with the real agent and a real child account: the
 // request records what blocks the child, the approval lifts that, and the child is told.
 
 extension ScheduleAgentTests {

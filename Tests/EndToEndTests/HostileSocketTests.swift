@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-/// A managed child attacks the agent's socket (issue 12): logins, other children's status, counting
+/// A managed child attacks the agent's socket (docs/security.md): logins, other children's status, counting
 /// go on, and the agent answers again once the attack stops.
 @Suite(.serialized, .enabled(if: getuid() == 0, "needs root: real child accounts"))
 struct HostileSocketTests {

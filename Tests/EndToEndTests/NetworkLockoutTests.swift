@@ -153,7 +153,7 @@ final class NetworkPair {
         """
 }
 
-/// Issue 15's `network` lockout with the real agent in a network namespace of the test's own (nftables
+/// The `network` lockout with the real agent in a network namespace of the test's own (nftables
 /// rules are per namespace), real child accounts and real traffic over a veth pair.
 @Suite(
     .serialized,

@@ -7,7 +7,7 @@ import Testing
 
 /// The Debian package on a booted systemd: `apt-get install ./curfew_*.deb` in the container of
 /// LogindContainerTests (Tests/Container), with no network, so every dependency must already be in the
-/// cached root; then the promises of SPEC.md with nothing but what the package installed: the unit
+/// cached root; then the promises of docs/design.md with nothing but what the package installed: the unit
 /// (hardened as shipped), the default state directory and socket, the pam-auth-update profile.
 ///
 /// Runs as root unless CURFEW_CONTAINER_TESTS=0, like LogindContainerTests.
@@ -390,7 +390,7 @@ extension BootedContainer {
         let suRootLocked = try suThroughTerminal(from: Self.parent, to: "root")
         #expect(suRootLocked.status == 0 && suRootLocked.output.hasSuffix("root\n"), "su root while kid is locked out: \(suRootLocked)")
         // kid's own su to kid (a login of kid's) gets nowhere: under the logout lockout every process of
-        // kid's ends (issue 15), so the su kid starts is either stopped before it asks PAM or refused
+        // kid's ends (the lockout by cause), so the su kid starts is either stopped before it asks PAM or refused
         // by PAM with the reason on kid's terminal; never a shell.
         let kidSu = try suThroughTerminal(from: "kid", to: "kid")
         #expect(

@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-/// The agent sleeps until something happens (issue 13): with a managed user who has no process and
+/// The agent sleeps until something happens (docs/performance.md): with a managed user who has no process and
 /// no logind, nothing happens, and its threads together wake less than once a second: with nothing
 /// denied to anyone, and again with an app blocked for the user (the exec guard watching every exec
 /// on the machine, its watchdog asleep until a decision is late).

@@ -7,7 +7,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 16's rules enforced by the real agent on a real child account of their own (`curfewsched`),
+/// The schedule rules enforced by the real agent on a real child account of their own (`curfewsched`),
 /// so the suites that count or stop `curfewkid` and `curfewlocked` are not touched.
 @Suite(.serialized, .enabled(if: getuid() == 0, "needs root: a test account, its processes and signals"))
 struct ScheduleAgentTests {

@@ -2,7 +2,7 @@ import CurfewCore
 import Foundation
 import Testing
 
-/// Issue 16's commands through the built binary: downtime, limit --week, breaks, exception, allowance.
+/// The schedule rules' commands through the built binary: downtime, limit --week, breaks, exception, allowance.
 @Suite struct ScheduleCLITests {
     func initialised() throws -> CurfewRunner {
         let runner = try CurfewRunner()
@@ -119,7 +119,7 @@ import Testing
         #expect(try runner.ok(["policy", "show", "kid", "--json"]).stdout.contains(#""lockout": "none""#))
     }
 
-    /// Issue 15: the lockout by cause through the built binary: set, shown, listed, previewed, and
+    /// The lockout by cause through the built binary: set, shown, listed, previewed, and
     /// back to one lockout for both.
     @Test func lockoutByCauseIsSetShownAndPreviewed() throws {
         let runner = try initialised()

@@ -1,7 +1,7 @@
 import Glibc
 import CLinux
 
-/// Stops processes the way SPEC.md's enforcement asks: SIGTERM at once, SIGKILL after a grace if
+/// Stops processes the way docs/design.md's enforcement asks: SIGTERM at once, SIGKILL after a grace if
 /// they are still there, every signal through a pidfd taken when the stop began, so a PID reused in
 /// the meantime is never hit.
 ///

@@ -5,7 +5,7 @@ import SystemPackage
 /// The pages of the program's own file that startup brought into memory.
 ///
 /// The package's program is one static executable of about 120 MB (the Swift runtime, Foundation
-/// and ICU inside; issue 19). Starting up (arguments, the database, the catalog, the first listing
+/// and ICU inside; docs/performance.md). Starting up (arguments, the database, the catalog, the first listing
 /// of /proc) runs code scattered over it, and each page fault maps the 64 KiB around it that the page
 /// cache holds, after readahead of more: an idle agent had 26 MiB of its file resident of which it
 /// referenced none over the next 20 s (`/proc/PID/clear_refs`, then `Referenced:` in smaps). Once

@@ -9,7 +9,7 @@ import Glibc
 /// Why: on Linux the default global executor is libdispatch's, whose workqueue arms a timer on its
 /// manager thread (`_dispatch_workq_monitor_pools`, once a second, forever) as soon as the first job
 /// runs on a global queue. That alone is one wake-up a second of an agent that has nothing to do
-/// (issue 13: less than one on average). The hooks this installs (`swift_task_enqueueGlobal_hook` and
+/// (docs/performance.md: less than one on average). The hooks this installs (`swift_task_enqueueGlobal_hook` and
 /// the two delayed variants) are the Swift runtime's own, the ones SwiftNIO takes over the global
 /// executor with; the main actor, actors and `DispatchQueue`s are untouched.
 ///

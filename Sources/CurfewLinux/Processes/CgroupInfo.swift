@@ -1,7 +1,7 @@
 import CurfewCore
 
 /// Where a process sits in the cgroup tree, and the app ids systemd, flatpak and snapd encode in the
-/// unit names there (SPEC.md "Apps": systemd scope, flatpak and snap application ids).
+/// unit names there (docs/design.md, "Apps": systemd scope, flatpak and snap application ids).
 public struct CgroupInfo: Sendable, Equatable {
     /// The cgroup path, e.g. `/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-steam-4242.scope`;
     /// empty when the file names none.

@@ -6,7 +6,7 @@ import CLinux
 import Synchronization
 
 /// The identity of an executable's content, so that a renamed or copied binary is still the same app
-/// (SPEC.md "Apps").
+/// (docs/design.md, "Apps").
 ///
 /// The identity is `sha256:<hex>` of the file size as 8 bytes little-endian followed by the whole
 /// content when the file is at most 2 MiB, otherwise by its first 1 MiB and its last 1 MiB. Reading
