@@ -58,6 +58,19 @@ public final class AgentState: Sendable {
         }
     }
 
+    /// Screen time on the family's other computers on one local day.
+    struct DayUsage: Sendable, Equatable {
+        var day: LocalDate
+        var milliseconds: Int64
+    }
+
+    /// A user's budget of `login-refused` events, and the refusals not recorded since the last one
+    /// that was.
+    struct RefusalRecord: Sendable {
+        var budget: EventBudget
+        var unrecorded: Int
+    }
+
     struct Contents: Sendable {
         var policies: [String: Policy] = [:]
         var adjustments: [String: [LocalDate: DayAdjustment]] = [:]
@@ -71,14 +84,14 @@ public final class AgentState: Sendable {
         var sleeping = false
         var live: [String: LiveUser] = [:]
         /// Other computers' screen time per user, for one local day each.
-        var otherComputers: [String: (day: LocalDate, milliseconds: Int64)] = [:]
+        var otherComputers: [String: DayUsage] = [:]
         var stopping = false
         /// A child asked for more time since the enforcer last looked (it then watches for the answer).
         var requestFiled = false
         /// Users whose break a parent ended (a grant that `endsBreak`) since the tracker last looked.
         var breaksEnded: Set<String> = []
         /// Per managed user: the budget of `login-refused` events, and refusals not recorded since the last.
-        var loginRefusals: [String: (budget: EventBudget, unrecorded: Int)] = [:]
+        var loginRefusals: [String: RefusalRecord] = [:]
     }
 
     /// A child at bedtime can run `su` to themself in a loop: 20 refusals are recorded at once, then
@@ -92,7 +105,9 @@ public final class AgentState: Sendable {
         contents.withLock { contents in
             var entry =
                 contents.loginRefusals[user]
-                ?? (EventBudget(capacity: Self.loginRefusalBurst, refillMilliseconds: Self.loginRefusalRefillMilliseconds, now: monotonic), 0)
+                ?? RefusalRecord(
+                    budget: EventBudget(capacity: Self.loginRefusalBurst, refillMilliseconds: Self.loginRefusalRefillMilliseconds, now: monotonic),
+                    unrecorded: 0)
             defer { contents.loginRefusals[user] = entry }
             guard entry.budget.take(now: monotonic) else {
                 entry.unrecorded += 1
@@ -261,9 +276,9 @@ public final class AgentState: Sendable {
     /// Other computers' screen time of `user` on `day` (their latest usage summaries).
     public func setOtherComputers(_ user: String, day: LocalDate, milliseconds: Int64) {
         let same = contents.withLock { contents in
-            let same = contents.otherComputers[user].map { $0.day == day && $0.milliseconds == milliseconds } ?? false
-            contents.otherComputers[user] = (day, milliseconds)
-            return same
+            let usage = DayUsage(day: day, milliseconds: milliseconds)
+            defer { contents.otherComputers[user] = usage }
+            return contents.otherComputers[user] == usage
         }
         if !same { changed() }
     }

@@ -19,8 +19,7 @@ final class AppEnforcement {
     /// What was given to the exec guard (the rules but the catalog, which does not change).
     struct PublishedRules: Equatable {
         var users: [UInt32: ExecRules.User]
-        /// The subordinate ranges, three numbers each: start, count, owner.
-        var subordinates: [UInt32]
+        var subordinates: [OwnedSubordinateRange]
         var claimsGeneration: UInt64
     }
 
@@ -164,17 +163,15 @@ final class AppEnforcement {
             guard !plan.stopApps.isEmpty else { continue }
             users[account.uid] = ExecRules.User(name: user, rules: identity.rulesByUID[account.uid] ?? [:], denied: plan.stopApps)
         }
-        let subordinateUIDs = watch.subordinateUIDs
+        let subordinates = watch.subordinateUIDs
         let claims = identity.claims
-        let published = PublishedRules(
-            users: users, subordinates: subordinateUIDs.flatMap { [$0.range.start, $0.range.count, $0.owner] },
-            claimsGeneration: claims.generation)
+        let published = PublishedRules(users: users, subordinates: subordinates, claimsGeneration: claims.generation)
         guard published != publishedExecRules else { return }
         publishedExecRules = published
         execGuard.publish(
             ExecRules(
-                users: users, subordinates: subordinateUIDs.map { (range: $0.range, owner: $0.owner) }, catalog: catalog,
-                claims: claims, interpreterIdentities: identity.interpreterIdentities))
+                users: users, subordinates: subordinates, catalog: catalog, claims: claims,
+                interpreterIdentities: identity.interpreterIdentities))
     }
 
     /// Tells the children whose execs the guard denied, and records it, as for a stop.

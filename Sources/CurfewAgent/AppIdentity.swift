@@ -96,9 +96,15 @@ final class AppIdentity {
         persistedClaimsGeneration = claims.generation
     }
 
+    /// The claims as the database keeps them, and the generation they are of.
+    struct KeptClaims {
+        var generation: UInt64
+        var text: String
+    }
+
     /// The claims to write to the database, when they changed since they last were.
-    var claimsToKeep: (generation: UInt64, text: String)? {
-        claims.generation != persistedClaimsGeneration ? (claims.generation, claims.persisted) : nil
+    var claimsToKeep: KeptClaims? {
+        claims.generation != persistedClaimsGeneration ? KeptClaims(generation: claims.generation, text: claims.persisted) : nil
     }
 
     /// Directories where interpreters and loaders are installed.

@@ -101,8 +101,14 @@ final class DesktopNotifications: Sendable {
     }
 
     /// Sends tried, notifications coalesced or dropped, and notifications waiting, so far.
-    var counts: (tried: Int, coalesced: Int, waiting: Int) {
-        queue.withLock { ($0.tried, $0.coalesced, $0.order.count) }
+    struct Counts {
+        var tried: Int
+        var coalesced: Int
+        var waiting: Int
+    }
+
+    var counts: Counts {
+        queue.withLock { Counts(tried: $0.tried, coalesced: $0.coalesced, waiting: $0.order.count) }
     }
 
     private func work() {

@@ -7,13 +7,20 @@ import Logging
 /// What the enforcer keeps for lockouts that hold: linger turned off, the leftovers of a logout, and
 /// the belt on each session scope.
 struct HoldsState {
+    /// The belt of one session scope: whose session it is, and the monotonic deadline (ms) systemd
+    /// was last given (nil: none).
+    struct Belt {
+        var uid: UInt32
+        var deadline: Int64?
+    }
+
     /// uid -> when TerminateUser was last asked in the current `logout` lockout (monotonic ms).
     var userTerminatedAt: [UInt32: Int64] = [:]
     /// Users whose linger a lockout turned off, to turn on again when they are allowed again
     /// (also in the store, `AgentStateKeys.lingerRestore`); nil until read from the store.
     var lingerRestore: Set<String>? = nil
-    /// Session scope -> (uid, the monotonic deadline, ms, systemd was last given; nil: none).
-    var belts: [String: (uid: UInt32, deadline: Int64?)] = [:]
+    /// Session scope -> its belt.
+    var belts: [String: Belt] = [:]
     /// The connection to systemd's manager, and when to try again after a failure.
     var units: SystemdUnits? = nil
     var unitsRetryAt: Int64 = 0
@@ -101,7 +108,7 @@ extension Enforcer {
             // A scope never capped (systemd's default is no cap) needs no call to stay uncapped.
             if current == nil && wanted == nil && !SystemdUnits.hasDropIn(unit: unit) { current = .some(nil) }
             guard SessionBelt.needsUpdate(current: current, wanted: wanted, graceMilliseconds: grace) else { continue }
-            if setBelt(unit: unit, deadline: wanted, user: user) { holds.belts[unit] = (uid, wanted) }
+            if setBelt(unit: unit, deadline: wanted, user: user) { holds.belts[unit] = HoldsState.Belt(uid: uid, deadline: wanted) }
         }
     }
 

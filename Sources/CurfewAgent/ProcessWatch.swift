@@ -9,12 +9,6 @@ import Logging
 ///
 /// Owned by the tracker's thread: the sampler and the connector are not shared.
 public final class ProcessWatch {
-    /// A managed user's subordinate uid range (`/etc/subuid`) and the uid it belongs to.
-    struct OwnedRange: Equatable {
-        var range: SubordinateRange
-        var owner: UInt32
-    }
-
     public let sampler: ProcessSampler
     let connector: ProcessConnector?
     let logger: Logger
@@ -22,7 +16,7 @@ public final class ProcessWatch {
 
     /// Managed users' subordinate uid ranges (`/etc/subuid`) and the uid each belongs to: processes in
     /// a child's user namespaces run under them and are the child's. Read again every 30 s.
-    var subordinateUIDs: [OwnedRange] = []
+    var subordinateUIDs: [OwnedSubordinateRange] = []
     var subordinatesReadAt: Int64? = nil
     var subordinateFile = "/etc/subuid"
     /// What `follow` last gave the sampler: the managed uids and the subordinate ranges.
@@ -108,14 +102,14 @@ public final class ProcessWatch {
             // `maxSubordinateUIDs` in all: the set the sampler follows stays small.
             guard let owner = owners[range.owner], range.count <= Self.maxSubordinateUIDs - total else { return nil }
             total += range.count
-            return OwnedRange(range: range, owner: owner)
+            return OwnedSubordinateRange(range: range, ownerUID: owner)
         }
     }
 
     /// The managed user a uid belongs to: itself, or the owner of the subordinate range holding it.
     func ownerUID(_ uid: UInt32) -> UInt32 {
         guard !subordinateUIDs.isEmpty else { return uid }
-        for owned in subordinateUIDs where owned.range.contains(uid) { return owned.owner }
+        for owned in subordinateUIDs where owned.range.contains(uid) { return owned.ownerUID }
         return uid
     }
 

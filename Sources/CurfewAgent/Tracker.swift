@@ -459,9 +459,9 @@ public final class Tracker {
                     guard let clock = live[user]?.breakClock else { continue }
                     try AgentStateTable.set(AgentStateKeys.breakClock(user), clock.persisted(at: last.wall), db)
                 }
-                if let (_, text) = claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, text, db) }
+                if let claimsToKeep { try AgentStateTable.set(AgentStateKeys.identityClaims, claimsToKeep.text, db) }
             }
-            if let (generation, _) = claimsToKeep { identity.persistedClaimsGeneration = generation }
+            if let claimsToKeep { identity.persistedClaimsGeneration = claimsToKeep.generation }
             pending = [:]
             pendingEvents = []
             lastFlush = last.monotonic

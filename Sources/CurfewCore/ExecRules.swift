@@ -38,7 +38,7 @@ public struct ExecRules: Sendable {
     /// their execs are answered without a look at the file.
     public var users: [UInt32: User]
     /// Subordinate uid ranges of managed users (`/etc/subuid`): a process in a child's user namespace is theirs.
-    public var subordinates: [(range: SubordinateRange, owner: UInt32)]
+    public var subordinates: [OwnedSubordinateRange]
     public var catalog: AppCatalog
     public var claims: IdentityClaims
     /// Identities of the installed interpreters and loaders: their execs are never denied (the
@@ -46,7 +46,7 @@ public struct ExecRules: Sendable {
     public var interpreterIdentities: Set<String>
 
     public init(
-        users: [UInt32: User] = [:], subordinates: [(range: SubordinateRange, owner: UInt32)] = [],
+        users: [UInt32: User] = [:], subordinates: [OwnedSubordinateRange] = [],
         catalog: AppCatalog = AppCatalog([]), claims: IdentityClaims = IdentityClaims(),
         interpreterIdentities: Set<String> = []
     ) {
@@ -63,7 +63,7 @@ public struct ExecRules: Sendable {
     /// The managed user (by uid) a process of real uid `uid` belongs to, if any has something denied.
     public func owner(of uid: UInt32) -> UInt32? {
         if users[uid] != nil { return uid }
-        for (range, owner) in subordinates where range.contains(uid) { return users[owner] != nil ? owner : nil }
+        for owned in subordinates where owned.range.contains(uid) { return users[owned.ownerUID] != nil ? owned.ownerUID : nil }
         return nil
     }
 

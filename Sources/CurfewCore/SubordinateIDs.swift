@@ -32,3 +32,15 @@ public struct SubordinateRange: Sendable, Equatable {
         return ranges
     }
 }
+
+/// A managed user's subordinate uid range and the uid of the user it belongs to (the range's
+/// `owner`, a name or a uid as the file has it, resolved).
+public struct OwnedSubordinateRange: Sendable, Equatable {
+    public var range: SubordinateRange
+    public var ownerUID: UInt32
+
+    public init(range: SubordinateRange, ownerUID: UInt32) {
+        self.range = range
+        self.ownerUID = ownerUID
+    }
+}

@@ -23,7 +23,9 @@ import Testing
                     name: "kid", rules: ["game": .block, "homework": .allow, "mygame": .block],
                     denied: ["game": .blocked, "mygame": .blocked])
             ],
-            subordinates: [(SubordinateRange(owner: "kid", start: 100_000, count: 65_536), 1001)],
+            subordinates: [
+                OwnedSubordinateRange(range: SubordinateRange(owner: "kid", start: 100_000, count: 65_536), ownerUID: 1001)
+            ],
             catalog: catalog, claims: claims, interpreterIdentities: ["sha256:python"])
     }
 
