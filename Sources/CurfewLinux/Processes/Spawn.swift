@@ -46,7 +46,7 @@ public func reap(_ pid: Int32) -> Int32? {
 /// exits), and reaps it if it did: true once it is reaped (or was not ours to reap), false while it
 /// still runs (it is left as it is).
 public func reap(_ pid: Int32, withinMilliseconds milliseconds: Int64) -> Bool {
-    let handle = (try? LinuxError.check("pidfd_open \(pid)") { pidfd_open(pid, 0) }).map { FileDescriptor(rawValue: $0) }
+    let handle = exitDescriptor(ofChild: pid)
     defer { try? handle?.close() }
     let deadline = SystemClock.monotonicNanoseconds() + milliseconds * 1_000_000
     while true {
@@ -59,6 +59,12 @@ public func reap(_ pid: Int32, withinMilliseconds milliseconds: Int64) -> Bool {
         // Without a pidfd, Readiness looks again every quarter second.
         _ = Readiness.wait([handle], timeoutMilliseconds: left)
     }
+}
+
+/// A pidfd of `pid`, a child of ours not yet reaped (so its PID cannot name another process
+/// meanwhile): readable once it exits. nil if none can be had. The caller closes it.
+public func exitDescriptor(ofChild pid: Int32) -> FileDescriptor? {
+    (try? LinuxError.check("pidfd_open \(pid)") { pidfd_open(pid, 0) }).map { FileDescriptor(rawValue: $0) }
 }
 
 /// SIGKILL, then `reap`.
