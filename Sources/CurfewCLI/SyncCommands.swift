@@ -1,6 +1,7 @@
 import ArgumentParser
 import CurfewReports
 import CurfewCore
+import CurfewLinux
 import CurfewSync
 import Foundation
 
@@ -64,7 +65,9 @@ struct ComputerAnswer {
 
 /// Waits up to `seconds` until every enrolled computer has confirmed `recordId`, with a progress line
 /// on a terminal. `publishedAt` is this computer's wall time just before the record was written; each
-/// answer's time is when this computer first saw it.
+/// answer's time is when this computer first saw it. Looks again whenever the confirmations directory
+/// or one of the computers' own directories in it changes (and every second where the shared folder
+/// is on a network filesystem).
 func waitForConfirmations(_ shared: SharedDirectory, recordId: String, publishedAt: Double, seconds: Double)
     -> [ComputerAnswer]
 {
@@ -74,7 +77,11 @@ func waitForConfirmations(_ shared: SharedDirectory, recordId: String, published
     let progress = isatty(2) == 1
     var answers: [ComputerAnswer] = []
     var seen: [String: Double] = [:]
-    while true {
+    // A computer's first confirmation creates its directory in `confirmations`, so that one is watched too.
+    let directories = [shared.confirmationsPath] + computers.map { shared.confirmationsPath(of: $0.machine) }
+    _ = DirectoryWatch.lookUntilFound(
+        in: directories, remainingMilliseconds: { Int64((deadline.timeIntervalSinceNow * 1000).rounded(.up)) }
+    ) { () -> Bool? in
         let readings = confirmationsByMachine(shared, record: recordId, roster: roster)
         let now = Date().timeIntervalSince1970
         answers = computers.map { computer in
@@ -88,8 +95,7 @@ func waitForConfirmations(_ shared: SharedDirectory, recordId: String, published
         if progress {
             Output.writeError("\rwaiting for confirmations: \(done) of \(computers.count) computers")
         }
-        if done == computers.count || Date() >= deadline { break }
-        usleep(50_000)
+        return done == computers.count ? true : nil
     }
     if progress { Output.writeError("\r\u{1B}[K") }
     return answers

@@ -1,3 +1,4 @@
+import CurfewLinux
 import CurfewPOSIX
 import SystemPackage
 
@@ -9,8 +10,8 @@ import SystemPackage
 /// waits for a person for up to a minute per question, and meanwhile the tray must go on answering
 /// the panel and the watch must go on being read (an agent drops a watch that is not read).
 ///
-/// The thread writes its text into a socket pair (it takes SOCK_CLOEXEC; Swift does not import
-/// pipe2) and closes its end; `descriptor` turns readable then, so the loop polls it with the bus and
+/// The thread writes its text into a socket pair (`LinuxError.socketPair`: close-on-exec) and
+/// closes its end; `descriptor` turns readable then, so the loop polls it with the bus and
 /// the watch, never a timer.
 final class DetachedWork {
     /// The loop's end: readable once the work wrote its text (and at its end); closed with this.
@@ -23,11 +24,11 @@ final class DetachedWork {
 
     /// Starts `body` on a detached thread. Throws when no pipe or no thread can be had.
     static func start(_ body: @escaping @Sendable () -> String) throws(Errno) -> DetachedWork {
-        var ends: [Int32] = [-1, -1]
-        try Errno.check { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) }
-        let loopEnd = FileDescriptor(rawValue: ends[0])
+        let ends: (ours: FileDescriptor, theirs: FileDescriptor)
+        do { ends = try LinuxError.socketPair("socketpair") } catch { throw error.errno }
+        let loopEnd = ends.ours
         // The thread's end: closed by the thread once it wrote its text, or here if there is no thread.
-        let workEnd = FileDescriptor(rawValue: ends[1])
+        let workEnd = ends.theirs
         do {
             // The loop's end never blocks: it reads what came and goes back to polling.
             let flags = try Errno.check { fcntl(loopEnd.rawValue, F_GETFL) }

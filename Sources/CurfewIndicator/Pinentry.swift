@@ -1,6 +1,7 @@
 import CLinux
 import CurfewCore
 import CurfewLinux
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -56,26 +57,25 @@ final class Pinentry {
     }
 
     /// Starts `program` and reads its greeting. Its standard input and output are one end of a socket
-    /// pair (socketpair takes SOCK_CLOEXEC, pipe2 is not imported into Swift), so nothing else the
-    /// indicator starts keeps the conversation open.
+    /// pair (`LinuxError.socketPair`: close-on-exec), so nothing else the indicator starts keeps the
+    /// conversation open.
     init(program: String) throws(Failure) {
-        var pair: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-            throw .broken("socketpair: \(String(cString: strerror(errno)))")
-        }
+        let ends: (ours: FileDescriptor, theirs: FileDescriptor)
+        do { ends = try LinuxError.socketPair("socketpair") } catch { throw .broken("socketpair: \(error.errno)") }
         let started: Int32
         do {
             started = try spawnProcess(
-                program, [], options: SpawnOptions(input: pair[1], passing: [SpawnOptions.Passing(from: pair[1], to: 1)]))
+                program, [],
+                options: SpawnOptions(input: ends.theirs.rawValue, passing: [SpawnOptions.Passing(from: ends.theirs.rawValue, to: 1)]))
         } catch {
-            close(pair[0])
-            close(pair[1])
+            try? ends.ours.close()
+            try? ends.theirs.close()
             throw .broken("cannot start \(program): \(error)")
         }
-        close(pair[1])
+        try? ends.theirs.close()
         pid = started
-        toProgram = pair[0]
-        fromProgram = pair[0]
+        toProgram = ends.ours.rawValue
+        fromProgram = ends.ours.rawValue
         // A pinentry that dies early must not take the indicator with it (SIGPIPE on write).
         signal(SIGPIPE, SIG_IGN)
         _ = try response()
@@ -103,12 +103,8 @@ final class Pinentry {
         try? send("BYE")
         // Its answer to BYE is not needed; closing is the end of the conversation.
         close(toProgram)
-        for _ in 0..<100 {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) != 0 { return }
-            usleep(10_000)
-        }
-        killAndReap(pid)
+        // Up to a second for it to go (its pidfd turns readable when it exits), then it is killed.
+        if !reap(pid, withinMilliseconds: 1_000) { killAndReap(pid) }
     }
 
     private func send(_ line: String) throws(Failure) {

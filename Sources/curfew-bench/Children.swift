@@ -39,12 +39,8 @@ final class ChildRegistry: Sendable {
         for (pid, signal) in children { kill(pid, signal) }
         for (pid, signal) in children {
             if signal != SIGKILL {
-                // Give a graceful stop a moment, then insist.
-                var waited = 0
-                while waited < 5_000 && waitpid(pid, nil, WNOHANG) == 0 {
-                    usleep(10_000)
-                    waited += 10
-                }
+                // Give a graceful stop up to 5 s (its pidfd tells when it is over), then insist.
+                if reap(pid, withinMilliseconds: 5_000) { continue }
                 kill(pid, SIGKILL)
             }
             reap(pid)

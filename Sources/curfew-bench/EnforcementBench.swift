@@ -1,6 +1,7 @@
 import CurfewPOSIX
 import CurfewLinux
 import Foundation
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -228,16 +229,17 @@ struct BlockedAppProbe {
     func launchAndWatch(launches: Int, command: [String]) throws -> ([Double], Int) {
 
         // Launches 40 ms apart, each watched until it dies; a launch is never waited for before the
-        // next, so a 3-second poll does not make the run take 200 x 1.5 s.
-        var started: [pid_t: ContinuousClock.Instant] = [:]
+        // next, so a 3-second poll does not make the run take 200 x 1.5 s. Each is watched on its
+        // pidfd (readable when it exits), so its end is seen when it happens.
+        var started: [pid_t: (since: ContinuousClock.Instant, exit: FileDescriptor?)] = [:]
+        defer { for (_, launch) in started { try? launch.exit?.close() } }
         var latencies: [Double] = []
         var nextLaunch = clock.now
         var launched = 0
         var denied = 0
         let giveUp = Duration.seconds(10)
         while launched < launches || !started.isEmpty {
-            let now = clock.now
-            if launched < launches && now >= nextLaunch {
+            if launched < launches && clock.now >= nextLaunch {
                 // setpriv changes to the account and execs the game in place. Timed from before the
                 // spawn (setpriv's own exec adds a millisecond or two, never less); not through
                 // spawnProcess(uid:), which waits for the exec and would hold up this loop.
@@ -246,26 +248,32 @@ struct BlockedAppProbe {
                     "/usr/bin/setpriv",
                     ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--"] + command,
                     options: SpawnOptions(environment: ["PATH": "/usr/bin:/bin"], output: "/dev/null"))
-                started[pid] = before
+                started[pid] = (before, exitDescriptor(ofChild: pid))
                 children.add(pid)
                 launched += 1
                 nextLaunch = nextLaunch + .milliseconds(40)
             }
-            for (pid, since) in started {
+            for (pid, launch) in started {
                 var status: Int32 = 0
                 if waitpid(pid, &status, WNOHANG) == pid {
                     if status & 0x7f == 0 { denied += 1 }
-                    latencies.append(milliseconds(clock.now - since))
-                    started[pid] = nil
-                    children.remove(pid)
-                } else if clock.now - since > giveUp {
+                    latencies.append(milliseconds(clock.now - launch.since))
+                } else if clock.now - launch.since > giveUp {
                     kill(pid, SIGKILL)
                     waitForExit(pid)
-                    started[pid] = nil
-                    children.remove(pid)
+                } else {
+                    continue
                 }
+                try? launch.exit?.close()
+                started[pid] = nil
+                children.remove(pid)
             }
-            usleep(500)
+            // Until one of them ends, the next launch is due, or the oldest is given up on.
+            var until = started.values.map { $0.since + giveUp }.min() ?? clock.now
+            if launched < launches { until = started.isEmpty ? nextLaunch : min(until, nextLaunch) }
+            let left = milliseconds(until - clock.now)
+            let pids = Array(started.keys)
+            if left > 0 { _ = Readiness.wait(pids.map { started[$0]?.exit }, timeoutMilliseconds: Int64(left.rounded(.up))) }
         }
         return (latencies, denied)
     }

@@ -1,4 +1,5 @@
 import CurfewCore
+import CurfewLinux
 import CurfewSync
 import Foundation
 
@@ -100,11 +101,12 @@ private func measureConfirmationLatency(directory: String, changes: Int) throws 
         let written = clock.now
         let target = "\(setup.confirmations)/\(id)"
         let deadline = written + .seconds(10)
-        while access(target, F_OK) != 0 {
-            guard clock.now < deadline else { throw BenchFailure("no confirmation of \(id) within 10 s") }
-            usleep(200)
-        }
-        latencies.append(milliseconds(clock.now - written))
+        // Seen when it lands (inotify on the confirmations directory), not at the next look of a poll.
+        let confirmed = DirectoryWatch.lookUntilFound(
+            in: setup.confirmations, remainingMilliseconds: { Int64(milliseconds(deadline - clock.now).rounded(.up)) }
+        ) { access(target, F_OK) == 0 ? clock.now : nil }
+        guard let confirmed else { throw BenchFailure("no confirmation of \(id) within 10 s") }
+        latencies.append(milliseconds(confirmed - written))
     }
     return latencies
 }

@@ -2,6 +2,7 @@
 // (median) at 2,000 processes, the agent under 0.5% of one core and under 20 MB of RSS at 2,000
 // processes; Timekpr-nExT's PlayTime scanner over the same process table for comparison.
 import CurfewLinux
+import CurfewPOSIX
 import Foundation
 
 #if canImport(Glibc)
@@ -299,12 +300,10 @@ func measureSampler(size: Int, uid: UInt32, sleepers: Sleepers, options: Trackin
 /// Processes of `uid` in /proc (the owner of /proc/PID is the process's effective uid; the bench
 /// account's sleepers have real and effective uid the same).
 func countProcesses(uid: UInt32) -> Int {
-    guard let directory = opendir("/proc") else { return 0 }
-    defer { closedir(directory) }
-    let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+    guard var directory = try? DirectoryStream(path: "/proc") else { return 0 }
     var count = 0
-    while let item = readdir(directory) {
-        let name = String(cString: UnsafeRawPointer(item).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
+    while let item = directory.next() {
+        let name = item.name
         guard Int32(name) != nil else { continue }
         var status = stat()
         if stat("/proc/\(name)", &status) == 0 && status.st_uid == uid { count += 1 }
@@ -314,12 +313,10 @@ func countProcesses(uid: UInt32) -> Int {
 
 /// Lists /proc and counts the PID directories, nothing else.
 func countProcDirectories() -> Int {
-    guard let directory = opendir("/proc") else { return 0 }
-    defer { closedir(directory) }
-    let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+    guard var directory = try? DirectoryStream(path: "/proc") else { return 0 }
     var count = 0
-    while let item = readdir(directory) {
-        let first = UnsafeRawPointer(item).advanced(by: nameOffset).load(as: UInt8.self)
+    while let item = directory.next() {
+        let first = item.nameBytes[0]
         if first >= UInt8(ascii: "1") && first <= UInt8(ascii: "9") { count += 1 }
     }
     return count

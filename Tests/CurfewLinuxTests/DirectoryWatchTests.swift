@@ -62,6 +62,29 @@ struct DirectoryWatchTests {
         #expect(Self.milliseconds(since: start) < 5_000)
     }
 
+    /// Several directories in one watch: a file that arrives in one that did not exist yet (waited
+    /// for in its parent, which is watched anyway) is found at once, without a periodic look.
+    @Test func aFileInAnyOfSeveralDirectoriesIsFound() throws {
+        let parent = try Self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        try FileManager.default.createDirectory(atPath: parent + "/pc-a", withIntermediateDirectories: false)
+        let directories = [parent, parent + "/pc-a", parent + "/pc-b"]
+        #expect(DirectoryWatch.watchedPaths(for: directories) == [parent, parent + "/pc-a"])
+        let writer = try POSIXThread.start {
+            usleep(300_000)
+            try? FileManager.default.createDirectory(atPath: parent + "/pc-b", withIntermediateDirectories: false)
+            usleep(100_000)
+            _ = FileManager.default.createFile(atPath: parent + "/pc-b/answer", contents: Data("b".utf8))
+        }
+        let start = Date()
+        let found = DirectoryWatch.lookUntilFound(
+            in: directories, recheckMilliseconds: 60_000, remainingMilliseconds: { 10_000 - Self.milliseconds(since: start) }
+        ) { try? String(contentsOfFile: parent + "/pc-b/answer", encoding: .utf8) }
+        writer.join()
+        #expect(found == "b")
+        #expect(Self.milliseconds(since: start) < 5_000)
+    }
+
     /// Nothing arrives: nil once the time is up, not before.
     @Test func nothingArrivingEndsAtTheDeadline() throws {
         let directory = try Self.scratchDirectory()

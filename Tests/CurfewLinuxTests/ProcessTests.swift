@@ -344,6 +344,35 @@ import Testing
         #expect(reap(pid) == nil, "already reaped")
     }
 
+    /// Through setpriv the call returns once the program itself runs (the wrapper's exec is waited
+    /// for on inotify, not by polling), well within its 2 s limit.
+    @Test(.enabled(if: geteuid() == 0, "running as another user needs root"))
+    func spawnAsAnotherUserReturnsOnceTheProgramRuns() throws {
+        let start = Date()
+        let pid = try spawnProcess("/bin/sleep", ["30"], uid: 65534, gid: 65534)
+        let elapsed = Date().timeIntervalSince(start)
+        defer { killAndReap(pid) }
+        let sleep = try #require(realpath("/bin/sleep", nil))
+        defer { free(sleep) }
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") == String(cString: sleep))
+        #expect(elapsed < 1.5, "\(elapsed) s")
+    }
+
+    /// A bounded wait for a child's exit: false (and not reaped) while it runs, true once it exited
+    /// and was reaped, at once rather than at the end of the wait.
+    @Test func reapWithinATimeWaitsOnlyForTheExit() throws {
+        let pid = try spawnProcess("/bin/sleep", ["30"])
+        defer { killAndReap(pid) }
+        let start = Date()
+        #expect(!reap(pid, withinMilliseconds: 200))
+        #expect(Date().timeIntervalSince(start) >= 0.2)
+        kill(pid, SIGTERM)
+        let killed = Date()
+        #expect(reap(pid, withinMilliseconds: 10_000))
+        #expect(Date().timeIntervalSince(killed) < 5)
+        #expect(reap(pid) == nil, "already reaped")
+    }
+
     @Test func spawnReportsErrors() {
         #expect(throws: LinuxError(operation: "posix_spawn /nonexistent/program", errno: .noSuchFileOrDirectory)) {
             try spawnProcess("/nonexistent/program", [])

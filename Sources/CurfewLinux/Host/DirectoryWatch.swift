@@ -5,26 +5,40 @@ import CurfewPOSIX
     import CLinux
 #endif
 
-/// inotify on one directory: tells that something in it was created, renamed into it, written or
-/// removed. Callers rescan the directory; the events themselves carry nothing they rely on, so a
-/// queue overflow costs nothing.
+/// inotify on one directory (or several, in one instance): tells that something in it was created,
+/// renamed into it, written or removed. Callers rescan the directory; the events themselves carry
+/// nothing they rely on, so a queue overflow costs nothing.
 public final class DirectoryWatch: Sendable {
     /// The inotify instance, open for as long as the watch.
     let fd: FileDescriptor
-    public let path: String
+    /// What is watched, in the order given.
+    public let paths: [String]
+    /// The first (for a watch of one directory, the only) path watched.
+    public var path: String { paths[0] }
+
+    /// A directory's changes: an entry created, renamed in or out, written, removed, or its metadata.
+    static let directoryEvents = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
 
     /// inotify_init1 + inotify_add_watch.
-    public init(path: String) throws(LinuxError) {
+    public convenience init(path: String) throws(LinuxError) { try self.init(paths: [path]) }
+
+    /// One inotify instance watching every one of `paths` (at least one); throws if any cannot be watched.
+    public convenience init(paths: [String]) throws(LinuxError) { try self.init(paths: paths, events: Self.directoryEvents) }
+
+    /// inotify_init1 + one inotify_add_watch per path for `events` (paths may be files too).
+    init(paths: [String], events: UInt32) throws(LinuxError) {
+        precondition(!paths.isEmpty, "a DirectoryWatch watches at least one path")
         let fd = FileDescriptor(rawValue: try LinuxError.check("inotify_init1") { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) })
-        let mask = UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB)
         do {
-            try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd.rawValue, path, mask) }
+            for path in paths {
+                try LinuxError.check("inotify_add_watch \(path)") { inotify_add_watch(fd.rawValue, path, events) }
+            }
         } catch {
             try? fd.close()
             throw error
         }
         self.fd = fd
-        self.path = path
+        self.paths = paths
     }
 
     /// Waits up to `timeoutMilliseconds` (negative: no limit) for changes, or until one of
@@ -80,16 +94,28 @@ extension DirectoryWatch {
     public static func lookUntilFound<Found>(
         in directory: String, recheckMilliseconds: Int64 = 1_000, remainingMilliseconds: () -> Int64, _ look: () -> Found?
     ) -> Found? {
+        lookUntilFound(in: [directory], recheckMilliseconds: recheckMilliseconds, remainingMilliseconds: remainingMilliseconds, look)
+    }
+
+    /// `lookUntilFound(in:)` for several directories (what `look` reads may arrive in any of them),
+    /// all watched by one inotify instance; each that does not exist yet is waited for in its parent.
+    public static func lookUntilFound<Found>(
+        in directories: [String], recheckMilliseconds: Int64 = 1_000, remainingMilliseconds: () -> Int64, _ look: () -> Found?
+    ) -> Found? {
         var watch: DirectoryWatch?
         var blind = true
         while true {
-            // Made before the look, so that nothing that arrives after it goes unnoticed.
-            if watch?.path != directory, let made = try? DirectoryWatch(path: directory) {
-                watch = made
-                blind = mayMissChanges(in: directory)
-            } else if watch == nil, let made = try? DirectoryWatch(path: parentDirectory(of: directory)) {
-                watch = made
-                blind = mayMissChanges(in: made.path)
+            // Made before the look, so that nothing that arrives after it goes unnoticed; made anew
+            // when a directory waited for in its parent has appeared.
+            let wanted = watchedPaths(for: directories)
+            if !wanted.isEmpty, watch?.paths != wanted {
+                if let made = try? DirectoryWatch(paths: wanted) {
+                    watch = made
+                    blind = wanted.contains { mayMissChanges(in: $0) }
+                } else {
+                    // The old watch (if any) still tells of some changes; the rest is looked for again.
+                    blind = true
+                }
             }
             if let found = look() { return found }
             let left = remainingMilliseconds()
@@ -101,6 +127,19 @@ extension DirectoryWatch {
                 _ = Readiness.wait([], timeoutMilliseconds: wait)
             }
         }
+    }
+
+    /// What to watch for `directories`: each one that is a directory, else its parent; without
+    /// duplicates, in the order first met.
+    static func watchedPaths(for directories: [String]) -> [String] {
+        var paths: [String] = []
+        for directory in directories {
+            var status = stat()
+            let isDirectory = stat(directory, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
+            let path = isDirectory ? directory : parentDirectory(of: directory)
+            if !paths.contains(path) { paths.append(path) }
+        }
+        return paths
     }
 
     /// `path` without its last component (`/` for a top-level name, `.` for a bare name).

@@ -46,7 +46,7 @@ extension LinuxError {
     /// socketpair(2) of Unix stream sockets, close-on-exec: a pipe that takes SOCK_CLOEXEC (Swift does
     /// not import pipe2), so children other threads spawn meanwhile keep no end open. `ours` is the
     /// end this process keeps, `theirs` the one it hands on; the caller closes both.
-    static func socketPair(_ operation: @autoclosure () -> String) throws(LinuxError) -> (ours: FileDescriptor, theirs: FileDescriptor) {
+    public static func socketPair(_ operation: @autoclosure () -> String) throws(LinuxError) -> (ours: FileDescriptor, theirs: FileDescriptor) {
         var ends: [Int32] = [-1, -1]
         try check(operation()) { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) }
         return (FileDescriptor(rawValue: ends[0]), FileDescriptor(rawValue: ends[1]))

@@ -1,6 +1,7 @@
 import SystemPackage
 import Glibc
 import CLinux
+import CurfewPOSIX
 
 /// Starts `path` with `arguments` (argv[0] is `path`); returns its PID. The caller must `reap` it.
 /// `options` give its environment (default: the caller's), standard streams (default: standard input
@@ -39,6 +40,31 @@ public func reap(_ pid: Int32) -> Int32? {
     var status: Int32 = 0
     guard (try? LinuxError.check("waitpid \(pid)", { waitpid(pid, &status, 0) })) != nil else { return nil }
     return status
+}
+
+/// Waits up to `milliseconds` for `pid` (a child of ours) to exit, on its pidfd (readable when it
+/// exits), and reaps it if it did: true once it is reaped (or was not ours to reap), false while it
+/// still runs (it is left as it is).
+public func reap(_ pid: Int32, withinMilliseconds milliseconds: Int64) -> Bool {
+    let handle = exitDescriptor(ofChild: pid)
+    defer { try? handle?.close() }
+    let deadline = SystemClock.monotonicNanoseconds() + milliseconds * 1_000_000
+    while true {
+        var status: Int32 = 0
+        // 0: it still runs; else reaped (its PID) or not ours (-1, ECHILD).
+        let result = waitpid(pid, &status, WNOHANG)
+        if result != 0 && !(result < 0 && errno == EINTR) { return true }
+        let left = (deadline - SystemClock.monotonicNanoseconds() + 999_999) / 1_000_000
+        guard left > 0 else { return false }
+        // Without a pidfd, Readiness looks again every quarter second.
+        _ = Readiness.wait([handle], timeoutMilliseconds: left)
+    }
+}
+
+/// A pidfd of `pid`, a child of ours not yet reaped (so its PID cannot name another process
+/// meanwhile): readable once it exits. nil if none can be had. The caller closes it.
+public func exitDescriptor(ofChild pid: Int32) -> FileDescriptor? {
+    (try? LinuxError.check("pidfd_open \(pid)") { pidfd_open(pid, 0) }).map { FileDescriptor(rawValue: $0) }
 }
 
 /// SIGKILL, then `reap`.
@@ -161,13 +187,26 @@ private func primaryGroup(of uid: UInt32) -> UInt32 {
     return found == 0 && result != nil ? entry.pw_gid : uid
 }
 
-/// Polls `/proc/PID/exe` until it no longer names the wrapper (or the process is gone).
-private func waitUntilExecuted(pid: Int32, wrapper: String) {
+/// Waits until `/proc/PID/exe` no longer names the wrapper (or the process is gone), up to 2 s.
+/// An exec releases the old image, which closes the wrapper's executable (inotify's
+/// IN_CLOSE_NOWRITE on it, after the new image is in place), so the wait is on that event; any
+/// other process's open and close of the wrapper only makes it look again. Should the event never
+/// come (a filesystem inotify is blind on), it looks again every `recheckMilliseconds`.
+private func waitUntilExecuted(pid: Int32, wrapper: String, recheckMilliseconds: Int64 = 50) {
     let wrapperPath = realPath(wrapper) ?? wrapper
-    for _ in 0..<2000 {
+    // Made before the first look, so that an exec after it is not missed.
+    let watch = try? DirectoryWatch(paths: [wrapperPath], events: UInt32(IN_CLOSE_NOWRITE))
+    let deadline = SystemClock.monotonicNanoseconds() + 2_000 * 1_000_000
+    while true {
         guard let current = try? linkTarget("/proc/\(pid)/exe"), !current.isEmpty else { return }
         if current != wrapperPath { return }
-        usleep(1000)
+        let left = (deadline - SystemClock.monotonicNanoseconds() + 999_999) / 1_000_000
+        guard left > 0 else { return }
+        if let watch {
+            _ = watch.waitForChange(timeoutMilliseconds: Int32(clamping: min(left, recheckMilliseconds)))
+        } else {
+            _ = Readiness.wait([], timeoutMilliseconds: min(left, recheckMilliseconds))
+        }
     }
 }
 
