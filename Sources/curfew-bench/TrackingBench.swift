@@ -216,7 +216,7 @@ func runTrackingBenchmarks(root: String, options: TrackingOptions) throws {
     if let agent {
         let share = agent.cpuShare * 100
         print(
-            "target: curfewd CPU at \(options.agentSize) processes \(format3(share))% of one core < 0.2% (issue 13): "
+            "target: curfewd CPU at \(options.agentSize) processes \(format3(share))% of one core < 0.2% (docs/performance.md): "
                 + "\(share < 0.2 ? "met" : "NOT met")")
         let megabytes = Double(agent.rssKiB) / 1024
         let outside = agent.tasksStarted.map { " (\($0) PIDs handed out machine-wide meanwhile)" } ?? ""
