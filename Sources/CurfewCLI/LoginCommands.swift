@@ -21,6 +21,10 @@ struct CheckLogin: ParsableCommand {
             (root and users Curfew does not manage always are, whoever runs the check). Exit 77: refused; the reason and when \
             they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
             login prompt. The agent is asked first; without it the policy and usage on disk decide. \
+            Run without root (a screen locker runs it as the user), the check is of the caller's own \
+            account: another account but root's is refused alike, managed or not; and with no answer \
+            from the agent, a user in the list the agent keeps beside its socket (managed-users) is \
+            refused, saying why. \
             When a managed user's state cannot be read at all, the login is refused unless \
             --fail-open is given or CURFEW_FAIL_MODE is "open" (in the environment, else in \
             /etc/default/curfew). Scheduled jobs (PAM services cron, atd, anacron) are not logins and \
