@@ -252,9 +252,13 @@ struct ConnectionAdmission: Equatable {
     static func verdict(
         for uid: UInt32, open: [UInt32], limits: PeerSocketServer.Limits, accountOf: (UInt32) -> UInt32 = { $0 }
     ) -> Verdict {
+        verdict(for: uid, account: accountOf(uid), open: open, openAccounts: open.map(accountOf), limits: limits)
+    }
+
+    /// The same with the accounts already known: `openAccounts[i]` is the account of `open[i]`.
+    static func verdict(for uid: UInt32, account: UInt32, open: [UInt32], openAccounts: [UInt32], limits: PeerSocketServer.Limits) -> Verdict {
         let trusted = limits.trustedUIDs.contains(uid)
-        let account = accountOf(uid)
-        if !trusted && open.reduce(0, { $0 + (accountOf($1) == account ? 1 : 0) }) >= limits.connectionsPerUID { return .refuse }
+        if !trusted && openAccounts.reduce(0, { $0 + ($1 == account ? 1 : 0) }) >= limits.connectionsPerUID { return .refuse }
         guard open.count >= limits.connections else { return .admit }
         guard trusted, let oldest = open.firstIndex(where: { !limits.trustedUIDs.contains($0) }) else { return .refuse }
         return .admitEvicting(oldest)
@@ -511,7 +515,10 @@ struct PeerSocketLoop {
             let caller = PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
             let account = accountOf(caller.uid)
             tally.accepted += 1
-            switch ConnectionAdmission.verdict(for: caller.uid, open: connections.map(\.caller.uid), limits: limits, accountOf: accountOf) {
+            switch ConnectionAdmission.verdict(
+                for: caller.uid, account: account, open: connections.map(\.caller.uid), openAccounts: connections.map(\.account),
+                limits: limits)
+            {
             case .admit:
                 break
             case .admitEvicting(let index):
