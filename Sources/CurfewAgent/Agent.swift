@@ -22,6 +22,8 @@ public final class Agent: Sendable {
     let logger: Logger
     /// Users already reported as let in without a policy (the agent fails open).
     let failOpenReported = Mutex<Set<String>>([])
+    /// Whether publishing the list of managed users beside the socket last failed (logged once per failure).
+    let publishFailed = Mutex<Bool>(false)
     /// Record files already logged as ignored: name -> the reason and the file's identity.
     let ignoredLogged = Mutex<[String: String]>([:])
     /// Accounts of uid 0 whose policy was ignored, so the event is recorded once per run.

@@ -131,6 +131,7 @@ extension Agent {
             return
         }
         defer { server.shutdown() }
+        let accounts = SocketAccounts()
         server.serve(
             busyAnswer: SocketProtocol.busy.canonicalString,
             report: { tally in
@@ -142,10 +143,11 @@ extension Agent {
                     metadata: [
                         "accepted": "\(tally.accepted)", "answered": "\(tally.answered)", "refused": "\(tally.refused)",
                         "evicted": "\(tally.evicted)", "expired": "\(tally.expired)", "oversized": "\(tally.oversized)",
+                        "answered.at.accept": "\(tally.answeredAtAccept)",
                         "watches.refused": "\(tally.watchesRefused)", "watchers.dropped": "\(tally.watchersDropped)",
                         "uid": "\(worst?.key ?? 0)", "uid.count": "\(worst?.value ?? 0)",
                     ])
-            }, until: { stop.isSet }, stopDescriptor: stop.descriptor,
+            }, until: { stop.isSet }, stopDescriptor: stop.descriptor, accountOf: { accounts.account(of: $0) },
             watchRefusal: SocketProtocol.watchRefused.canonicalString, watchWake: state.watchWake.descriptor
         ) { line, caller in
             SocketProtocol.respond(request: line, caller: caller, agent: self)

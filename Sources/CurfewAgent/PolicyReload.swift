@@ -112,8 +112,30 @@ extension Agent {
                 logger.error("cannot write the list of managed users", metadata: ["error": "\(error)"])
             }
         }
+        publishManagedUsers(enforced)
         // After enforcement: confirmations never hold it up, and their failures never stop it.
         confirm(result, policies: policies, versions: versions)
+    }
+
+    /// Keeps the list of managed users beside the socket (`ManagedUsers.published`) what `enforced` is:
+    /// a child's own `check-login`, which cannot read the state directory, then knows they are managed
+    /// when the agent does not answer, and refuses them. Left in place when the agent stops, so a
+    /// stopped agent keeps its children's own checks closed.
+    func publishManagedUsers(_ enforced: Set<String>) {
+        guard ManagedUsers.readPublished(socketPath: configuration.socketPath) != enforced else { return }
+        do {
+            try ManagedUsers.publish(enforced, socketPath: configuration.socketPath)
+            publishFailed.withLock { $0 = false }
+        } catch {
+            let failedBefore = publishFailed.withLock { failed in
+                defer { failed = true }
+                return failed
+            }
+            guard !failedBefore else { return }
+            logger.error(
+                "cannot publish the list of managed users beside the socket; a child's own login check cannot tell they are managed while the agent does not answer",
+                metadata: ["error": "\(error)"])
+        }
     }
 
     /// The journal's line for what a policy change records (the audit log has the event).

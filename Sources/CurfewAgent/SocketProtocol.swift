@@ -29,10 +29,10 @@ public enum SocketProtocol {
             return AgentReply(status: status.report).json
         case .checkLogin(let user, let service):
             // PAM's account stack runs as root for logins, sudo and su; a screen locker's runs as the
-            // user. Anyone may learn that a user is not managed (they are let in); only root may probe
-            // another managed account.
-            if callerUID != 0 && caller?.name != user && agent.state.policies[user] != nil {
-                return failure(.notPermitted, "only root may check another user's login")
+            // user. Anyone else asking about another account is refused alike, managed or not, so the
+            // answer never tells a child who is managed; root is never managed, which everyone knows.
+            if callerUID != 0 && caller?.name != user && !Accounts.isSuperuser(user) {
+                return failure(.notPermitted, LoginVerdict.onlyRootChecksOthers)
             }
             // A child may ask about themself as often as they like: only root's checks (real logins)
             // leave an event, so asking cannot fill the audit log.

@@ -5,6 +5,7 @@ import CurfewLinux
 import CurfewStore
 import CurfewSync
 import Foundation
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -20,6 +21,10 @@ struct CheckLogin: ParsableCommand {
             (root and users Curfew does not manage always are, whoever runs the check). Exit 77: refused; the reason and when \
             they may log in again are printed on stdout, which pam_exec's `stdout` option shows at the \
             login prompt. The agent is asked first; without it the policy and usage on disk decide. \
+            Run without root (a screen locker runs it as the user), the check is of the caller's own \
+            account: another account but root's is refused alike, managed or not; and with no answer \
+            from the agent, a user in the list the agent keeps beside its socket (managed-users) is \
+            refused, saying why. \
             When a managed user's state cannot be read at all, the login is refused unless \
             --fail-open is given or CURFEW_FAIL_MODE is "open" (in the environment, else in \
             /etc/default/curfew). Scheduled jobs (PAM services cron, atd, anacron) are not logins and \
@@ -63,17 +68,37 @@ struct CheckLogin: ParsableCommand {
     {
         let environment = ProcessInfo.processInfo.environment
         let socketPath = Locations.socket(socket, environment: environment)
+        let caller = geteuid()
+        // Anyone but root asking about another account (a child probing a sibling) is refused alike,
+        // managed or not, as the agent does: the answer never says who is managed.
+        if caller != 0 && Accounts.account(uid: caller)?.name != user {
+            return LoginVerdict(allowed: false, message: "Curfew: \(LoginVerdict.onlyRootChecksOthers)")
+        }
         let request = AgentRequest.checkLogin(user: user, service: service)
         // At most 1 s for the agent (connect, request and answer), whatever is on the socket: the
         // records on disk then decide, so a login never waits more than 2 s.
-        if let reply = AgentClient.ask(request, socket: socketPath, timeout: .seconds(1)) {
+        var why = "did not answer within 1 s"
+        switch ask(request, socket: socketPath, within: .seconds(1)) {
+        case .answered(let reply):
             if reply.ok, let allowed = reply.allowed, let message = reply.message {
                 return LoginVerdict(allowed: allowed, message: message)
             }
-            // This caller may not ask (not root, about another managed user): refused, not let in by default.
+            // This caller may not ask (not root, about another user): refused, not let in by default.
             if reply.error == .notPermitted, let message = reply.message {
                 return LoginVerdict(allowed: false, message: "Curfew: \(message)")
             }
+            why = "refused to answer (\(reply.message ?? "no reason given"))"
+        case .unanswered(let reason):
+            why = reason
+        }
+        // Not root: the state directory is root's alone. The list of managed users the agent publishes
+        // beside its socket says whether this user (the caller) is managed: a managed child is refused,
+        // saying why; anyone else is let in as before.
+        if caller != 0 {
+            guard ManagedUsers.readPublished(socketPath: socketPath)?.contains(user) == true else {
+                return LoginVerdict(allowed: true, message: "\(user) is not known to be managed")
+            }
+            return LoginVerdict.unanswered(user: user, why: why, failOpen: failOpen)
         }
         // No agent: the records and the usage on disk decide. Reads never wait for a writer (WAL); the
         // refusal's event waits at most half a second for an agent that holds the write lock.
@@ -106,12 +131,56 @@ struct CheckLogin: ParsableCommand {
             return verdict
         } catch {
             // Nothing readable: only a user this computer is known to manage is kept out.
-            guard ManagedUsers.read(stateDirectory: workspace.stateDirectory)?.contains(user) == true else {
+            let managed = (ManagedUsers.read(stateDirectory: workspace.stateDirectory) ?? [])
+                .union(ManagedUsers.readPublished(socketPath: socketPath) ?? [])
+            guard managed.contains(user) else {
                 return LoginVerdict(allowed: true, message: "\(user) is not known to be managed")
             }
             // A key or file error in the words a command would print for it.
             let problem = CLIError(translating: error)?.message ?? "\(error)"
             return failMode(user: user, failOpen: failOpen, why: "its state cannot be read (\(problem))")
+        }
+    }
+
+    /// What asking the agent came to: its reply, or why there is none (for the refusal's words).
+    enum AgentAnswer {
+        case answered(AgentReply)
+        case unanswered(String)
+    }
+
+    /// Asks the agent within `budget` in all. A `busy` refusal (every slot of this account taken, by
+    /// a flood of its own, say), or the connection closed before the answer, is asked again while
+    /// time is left: the agent answers a request that is complete when it is accepted even then, so
+    /// only a connect that reaches the agent before its line is turned away. An agent that is not
+    /// running is not waited for.
+    static func ask(_ request: AgentRequest, socket: String, within budget: Duration) -> AgentAnswer {
+        let clock = ContinuousClock()
+        let deadline = clock.now + budget
+        var why = "did not answer within 1 s"
+        while true {
+            let left = deadline - clock.now
+            guard left > .zero else { return .unanswered(why) }
+            let line: String
+            do {
+                line = try PeerSocketClient.request(path: socket, line: request.line, timeout: left)
+            } catch {
+                switch error.errno {
+                case .noSuchFileOrDirectory, .connectionRefused: return .unanswered("is not running")
+                case .timedOut: return .unanswered(why)
+                case .brokenPipe, .connectionReset:
+                    // Turned away before the line arrived (its busy line unread): ask again.
+                    why = "is busy (too many connections are open)"
+                    usleep(20_000)
+                    continue
+                default: return .unanswered("cannot be reached (\(error))")
+                }
+            }
+            guard case .object(let sent)? = try? JSONValue.parse(line),
+                let reply = try? JSONValueDecoder().decode(AgentReply.self, from: .object(sent))
+            else { return .unanswered("sent something that is not an answer") }
+            guard reply.error == .busy else { return .answered(reply) }
+            why = "is busy (too many connections are open)"
+            usleep(20_000)
         }
     }
 

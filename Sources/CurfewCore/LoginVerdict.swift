@@ -18,6 +18,21 @@ public struct LoginVerdict: Sendable, Equatable {
 
     public static func isLogin(service: String) -> Bool { !nonLoginServices.contains(service) }
 
+    /// The answer to anyone but root who asks about another account than their own (root aside), the
+    /// same whether that account is managed or not: the check never tells a child who is managed.
+    public static let onlyRootChecksOthers = "only root may check another user's login"
+
+    /// A managed user's login when nobody can say whether they may log in: the agent did not answer
+    /// (`why`: not running, busy, no answer in time) and its state is root's alone. Refused, saying
+    /// why, unless the computer fails open.
+    public static func unanswered(user: String, why: String, failOpen: Bool) -> LoginVerdict {
+        failOpen
+            ? LoginVerdict(allowed: true, message: "\(user) let in: Curfew's agent \(why) and Curfew fails open")
+            : LoginVerdict(
+                allowed: false,
+                message: "Curfew: \(user) may not log in now: Curfew's agent \(why), and \(user) is managed on this computer. Ask a parent.")
+    }
+
     /// A managed user may log in while use is allowed; at bedtime or with no time left they may not,
     /// whatever the lockout (with `lock` or `apps` the session would be unusable anyway), unless the
     /// lockout in force only monitors (`none`) or only cuts the network (`network`: offline use goes on).

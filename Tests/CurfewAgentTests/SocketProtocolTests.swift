@@ -44,16 +44,21 @@ import Testing
         #expect(own["error"] == .string("unknown-user"))
     }
 
-    /// Logins, sudo and su ask as root; a screen locker asks as the user: anyone learns that root and
-    /// unmanaged users are let in, a child learns their own verdict, and only root probes another
-    /// managed account. A child's own checks leave no event (they could ask in a loop).
-    @Test func loginChecksAnswerEveryCallerForUnmanagedUsersAndChildrenForThemselves() throws {
+    /// Logins, sudo and su ask as root; a screen locker asks as the user: a caller learns their own
+    /// verdict and that root is let in, and anyone but root asking about another account gets one
+    /// refusal, managed or not, so the answer never says who is managed. A child's own checks leave no
+    /// event (they could ask in a loop).
+    @Test func loginChecksAnswerRootAboutAnyoneAndOthersAboutThemselvesOnly() throws {
         let (agent, root) = try makeTestAgent(user: "daemon", prefix: "curfew-agent") { $0.dailyLimit = .minutes(0) }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let nobody = answer(agent, #"{"command":"check-login","user":"nobody"}"#, uid: 1)
-        #expect(nobody["ok"] == .bool(true) && nobody["allowed"] == .bool(true), "\(nobody)")
+        let unmanaged = answer(agent, #"{"command":"check-login","user":"nobody"}"#, uid: 1)
         let other = answer(agent, #"{"command":"check-login","user":"daemon"}"#, uid: 65534)
         #expect(other["error"] == .string("not-permitted"), "\(other)")
+        #expect(unmanaged == other, "unmanaged: \(unmanaged)\nmanaged: \(other)")
+        let rootAsked = answer(agent, #"{"command":"check-login","user":"root"}"#, uid: 1)
+        #expect(rootAsked["ok"] == .bool(true) && rootAsked["allowed"] == .bool(true), "\(rootAsked)")
+        let nobody = answer(agent, #"{"command":"check-login","user":"nobody"}"#, uid: 65534)
+        #expect(nobody["ok"] == .bool(true) && nobody["allowed"] == .bool(true), "\(nobody)")
         let own = answer(agent, #"{"command":"check-login","user":"daemon"}"#, uid: 1)
         #expect(own["ok"] == .bool(true) && own["allowed"] == .bool(false), "\(own)")
         let byRoot = answer(agent, #"{"command":"check-login","user":"daemon","service":"su"}"#, uid: 0)

@@ -29,6 +29,29 @@ import Testing
     func verdicts(caller: UInt32, open: [UInt32], expected: ConnectionAdmission.Verdict) {
         #expect(ConnectionAdmission.verdict(for: caller, open: open, limits: limits) == expected)
     }
+
+    /// A subordinate uid (a user namespace's, `/etc/subuid`) counts as its owner: the child's user
+    /// namespace shares the child's cap; root's subordinate uids are not root.
+    @Test(arguments: [
+        (UInt32(200_001), [UInt32](), ConnectionAdmission.Verdict.admit),
+        (200_001, [1000], .admit),
+        (200_001, [1000, 200_002], .refuse),
+        (200_003, [200_001, 200_002], .refuse),
+        (1000, [200_001, 200_002], .refuse),
+        (1001, [200_001, 200_002], .admit),
+        (300_000, [300_001, 300_002], .refuse),
+        (300_000, [1000, 1001, 1002, 1003], .refuse),
+    ])
+    func subordinateUIDsCountAsTheirOwnerAndAreNeverTrusted(caller: UInt32, open: [UInt32], expected: ConnectionAdmission.Verdict) {
+        let owner: (UInt32) -> UInt32 = { uid in
+            switch uid {
+            case 200_000..<210_000: 1000
+            case 300_000..<310_000: 0
+            default: uid
+            }
+        }
+        #expect(ConnectionAdmission.verdict(for: caller, open: open, limits: limits, accountOf: owner) == expected)
+    }
 }
 
 /// A real `PeerSocketServer` serving on a thread of its own, answering `<uid> <line>`.
@@ -241,6 +264,39 @@ final class RawConnection {
         #expect(pollUntil(seconds: 2) { serving.tally.refused == 2 && serving.tally.evicted == 1 }, "\(serving.tally)")
         // Root's answered connection freed its slot.
         #expect(try PeerSocketClient.request(path: serving.path, line: "root again", timeout: .seconds(2)) == "0 root again")
+    }
+
+    /// An account whose slots are all held open without asking still gets an answer to a request
+    /// that is complete when it connects (as the clients send it): the held connections take slots,
+    /// not the capacity to answer. An idle newcomer is still turned away.
+    @Test func aCompleteRequestIsAnsweredWhenTheCallersSlotsAreTaken() throws {
+        let serving = try ServingSocket(
+            limits: PeerSocketServer.Limits(requestDeadline: .seconds(30), connectionsPerUID: 2, connections: 4, trustedUIDs: []))
+        defer { serving.shutdown() }
+        let held = [try RawConnection(serving.path), try RawConnection(serving.path)]
+        #expect(held[0].readUntilClosed(within: 0.3) == nil && held[1].readUntilClosed(within: 0.3) == nil)
+        let idle = try RawConnection(serving.path)
+        #expect(idle.readUntilClosed(within: 2) == "busy\n")
+        // A connect can reach the server a moment before its line: then it is turned away (the busy
+        // line, or the connection closed under the send), and asked again, as `check-login` does.
+        var answers: [String] = []
+        var busy = 0
+        while answers.count < 20 && busy < 200 {
+            let answer: String
+            do {
+                answer = try PeerSocketClient.request(path: serving.path, line: "ask \(answers.count)", timeout: .seconds(2))
+            } catch {
+                #expect(error.errno == .brokenPipe || error.errno == .connectionReset, "\(error)")
+                busy += 1
+                continue
+            }
+            if answer == "busy" { busy += 1 } else { answers.append(answer) }
+        }
+        #expect(answers == (0..<20).map { "\(getuid()) ask \($0)" }, "\(answers), busy \(busy) times")
+        #expect(busy < 200, "busy \(busy) times in 20 requests")
+        print("20 complete requests with every slot held: turned away \(busy) times before the line arrived")
+        // The held connections are still open, and still the caller's only slots.
+        #expect(held[0].readUntilClosed(within: 0.1) == nil && held[1].readUntilClosed(within: 0.1) == nil)
     }
 
     /// The client's one deadline covers a connect that waits on a full backlog and an answer that never comes.

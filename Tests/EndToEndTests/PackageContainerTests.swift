@@ -251,6 +251,34 @@ extension BootedContainer {
         try installedCurfew(["warnings", "kid", "1"])
         let limited = try installedCurfew(["limit", "kid", "15m"])
         #expect(limited.contains("curfew-test: applied v"), "\(limited)")
+        // The agent frozen (SIGSTOP; well within the unit's 30 s watchdog), before any rule denies an exec
+        // (a frozen agent holds every exec the exec guard has marked until the watchdog ends it): the
+        // parent's sudo and su are unchanged, root's check of kid is decided by the records (kid has
+        // time), and kid's own check (a screen locker's, run as kid, who cannot read the records) is
+        // refused within 2 s, saying why.
+        #expect(try ok(["stat", "-c", "%a %U", "/run/curfew/managed-users"]) == "644 root\n")
+        try ok(["systemctl", "kill", "--signal=SIGSTOP", "curfewd"])
+        do {
+            defer { _ = try? run(["systemctl", "kill", "--signal=SIGCONT", "curfewd"]) }
+            clock = Date()
+            let sudoFrozen = try parentSudo(["true"])
+            let sudoFrozenSeconds = Date().timeIntervalSince(clock)
+            #expect(sudoFrozen.status == 0 && sudoFrozen.output.isEmpty && sudoFrozenSeconds < 2, "sudo -n true with the agent frozen: \(sudoFrozen), \(sudoFrozenSeconds) s")
+            let suRootFrozen = try suThroughTerminal(from: Self.parent, to: "root")
+            #expect(suRootFrozen.status == 0 && suRootFrozen.output.hasSuffix("root\n"), "su root with the agent frozen: \(suRootFrozen)")
+            let suKidFrozen = try suThroughTerminal(from: Self.parent, to: "kid")
+            #expect(suKidFrozen.status == 0 && suKidFrozen.output.hasSuffix("kid\n"), "su kid with time left, the agent frozen: \(suKidFrozen)")
+            clock = Date()
+            let lockerFrozen = try asKid(["env", "PAM_SERVICE=i3lock", "/usr/bin/curfew", "check-login", "--user", "kid"])
+            let lockerSeconds = Date().timeIntervalSince(clock)
+            #expect(
+                lockerFrozen.status == 77 && lockerFrozen.stdout
+                    == "Curfew: kid may not log in now: Curfew's agent did not answer within 1 s, and kid is managed on this computer. Ask a parent.\n"
+                    && lockerSeconds < 2,
+                "kid's own check with the agent frozen: \(lockerFrozen), \(lockerSeconds) s")
+            print("agent frozen: sudo -n true \(String(format: "%.2f", sudoFrozenSeconds)) s; kid's own check refused in \(String(format: "%.2f", lockerSeconds)) s")
+        }
+        #expect(try unit(["MainPID"])["MainPID"] == state["MainPID"], "the agent was restarted while frozen")
         try installedCurfew(["app", "block", "kid", "sleepgame"])
         // The installed bash completion through bash's own `complete`: a managed user (kid, in the
         // agent's list once it runs), a catalog app, a lockout action, a weekday and a duration.

@@ -25,15 +25,19 @@ public struct PeerCredentials: Sendable, Equatable {
 ///
 /// Any local account can connect, so every caller is treated as hostile: one event loop (`serve`)
 /// holds many connections at once and never waits on any one of them; each request has a deadline;
-/// each account has a cap on open connections, and the trusted accounts (root: PAM's `check-login`,
-/// the parent's commands) are served even when children fill every slot.
+/// each account has a cap on open connections (an account's subordinate uids count as the account:
+/// `accountOf`), and the trusted accounts (root: PAM's `check-login`, the parent's commands) are
+/// served even when children fill every slot. A caller turned away for lack of a slot whose request
+/// line is already complete when it is accepted is answered there and then, holding no slot: what a
+/// flood takes is the slots of connections that do not ask, never the capacity to answer one that does.
 public final class PeerSocketServer: Sendable {
     /// What callers can make the server hold.
     public struct Limits: Sendable, Equatable {
         /// From accept to a complete request line, and again from the answer to its last byte sent:
         /// a caller who is slower, in either direction, is disconnected.
         public var requestDeadline: Duration
-        /// Open connections of one account outside `trustedUIDs`; more are refused at accept.
+        /// Open connections of one account outside `trustedUIDs` (its subordinate uids included); more
+        /// are refused at accept, unless their request line is already complete (then answered at once).
         public var connectionsPerUID: Int
         /// Open connections in all. When they are full a trusted caller takes the slot of the oldest
         /// untrusted connection; an untrusted one is refused.
@@ -79,7 +83,9 @@ public final class PeerSocketServer: Sendable {
         public var watchesRefused = 0
         /// Watchers dropped for not reading (`watchOutputBytes` queued).
         public var watchersDropped = 0
-        /// Per uid: connections refused, evicted, expired or oversized.
+        /// Answered at accept without a slot: over the caps, with the request line already complete.
+        public var answeredAtAccept = 0
+        /// Per account (a subordinate uid counted as its owner): connections refused, evicted, expired or oversized.
         public var troubleByUID: [UInt32: Int] = [:]
 
         public init() {}
@@ -130,11 +136,12 @@ public final class PeerSocketServer: Sendable {
     public func serve(
         limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
         report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: FileDescriptor? = nil,
+        accountOf: @escaping (UInt32) -> UInt32 = { $0 },
         answer: (_ line: String, _ caller: PeerCredentials) -> String
     ) {
         serve(
             limits: limits, busyAnswer: busyAnswer, reportInterval: reportInterval, report: report, until: shouldStop,
-            stopDescriptor: stopDescriptor, watchRefusal: "", watchWake: nil
+            stopDescriptor: stopDescriptor, accountOf: accountOf, watchRefusal: "", watchWake: nil
         ) { PeerSocketAnswer(line: answer($0, $1)) }
     }
 
@@ -143,9 +150,12 @@ public final class PeerSocketServer: Sendable {
     /// readable or at the moment the last view named. `watchWake` is polled only while a watch is
     /// open, so without watchers its signals cost this thread nothing. `watchRefusal` is sent
     /// instead of the first view when the caller has `watchesPerUID` watches, or one of the same group.
+    /// `accountOf` names the account a caller's uid counts as for the caps (its owner, for a
+    /// subordinate uid of a user namespace); it runs on this thread at each accept.
     public func serve(
         limits: Limits = Limits(), busyAnswer: String? = nil, reportInterval: Duration = .seconds(60),
         report: (Tally) -> Void = { _ in }, until shouldStop: () -> Bool, stopDescriptor: FileDescriptor? = nil,
+        accountOf: @escaping (UInt32) -> UInt32 = { $0 },
         watchRefusal: String, watchWake: FileDescriptor?,
         respond: (_ line: String, _ caller: PeerCredentials) -> PeerSocketAnswer
     ) {
@@ -154,6 +164,7 @@ public final class PeerSocketServer: Sendable {
         loop.stopDescriptor = stopDescriptor
         loop.watchWake = watchWake
         loop.watchRefusal = watchRefusal
+        loop.accountOf = accountOf
         let interval = milliseconds(reportInterval)
         var lastReport = monotonicMilliseconds()
         while !shouldStop() {
@@ -235,10 +246,19 @@ struct ConnectionAdmission: Equatable {
         case refuse
     }
 
-    /// `open`: the uids of the open connections, oldest first.
-    static func verdict(for uid: UInt32, open: [UInt32], limits: PeerSocketServer.Limits) -> Verdict {
+    /// `open`: the uids of the open connections, oldest first. `accountOf`: the account a uid counts
+    /// as (a subordinate uid's owner), so a child's user namespace shares the child's cap; only the
+    /// trusted uids themselves are trusted, never a uid that counts as one.
+    static func verdict(
+        for uid: UInt32, open: [UInt32], limits: PeerSocketServer.Limits, accountOf: (UInt32) -> UInt32 = { $0 }
+    ) -> Verdict {
+        verdict(for: uid, account: accountOf(uid), open: open, openAccounts: open.map(accountOf), limits: limits)
+    }
+
+    /// The same with the accounts already known: `openAccounts[i]` is the account of `open[i]`.
+    static func verdict(for uid: UInt32, account: UInt32, open: [UInt32], openAccounts: [UInt32], limits: PeerSocketServer.Limits) -> Verdict {
         let trusted = limits.trustedUIDs.contains(uid)
-        if !trusted && open.lazy.filter({ $0 == uid }).count >= limits.connectionsPerUID { return .refuse }
+        if !trusted && openAccounts.reduce(0, { $0 + ($1 == account ? 1 : 0) }) >= limits.connectionsPerUID { return .refuse }
         guard open.count >= limits.connections else { return .admit }
         guard trusted, let oldest = open.firstIndex(where: { !limits.trustedUIDs.contains($0) }) else { return .refuse }
         return .admitEvicting(oldest)
@@ -252,6 +272,8 @@ struct PeerSocketLoop {
         /// Accepted by `acceptPending`, closed by `remove`.
         let fd: FileDescriptor
         let caller: PeerCredentials
+        /// The account the caller counts as (`accountOf`): its uid, or the owner of its subordinate uid.
+        let account: UInt32
         /// Monotonic milliseconds by which the current phase must be done.
         var deadline: Int64
         var input: [UInt8] = []
@@ -278,6 +300,8 @@ struct PeerSocketLoop {
     /// Polled while a watch is open: readable when the views may have changed (borrowed: the signaller's).
     var watchWake: FileDescriptor? = nil
     var watchRefusal = ""
+    /// The account a uid counts as for the caps (the server's `accountOf`).
+    var accountOf: (UInt32) -> UInt32 = { $0 }
     var scratch = [UInt8](repeating: 0, count: 65_536)
 
     init(listener: FileDescriptor, limits: PeerSocketServer.Limits, busyAnswer: [UInt8]?) {
@@ -325,7 +349,7 @@ struct PeerSocketLoop {
         }
         guard ready > 0 else { return }
         // Read after the answers above: a newcomer's deadline starts when it is accepted.
-        if pollers[0].revents != 0 { acceptPending(now: monotonicMilliseconds()) }
+        if pollers[0].revents != 0 { acceptPending(now: monotonicMilliseconds(), answer: answer) }
     }
 
     /// Reads or writes what connection `index` has ready; false when it is done with.
@@ -348,13 +372,13 @@ struct PeerSocketLoop {
         } else {
             connections[index].input += scratch[0..<count]
             guard connections[index].input.count <= limits.maxLineBytes else {
-                trouble(connections[index].caller.uid) { $0.oversized += 1 }
+                trouble(connections[index].account) { $0.oversized += 1 }
                 return false
             }
             return true
         }
         guard line.count <= limits.maxLineBytes else {
-            trouble(connections[index].caller.uid) { $0.oversized += 1 }
+            trouble(connections[index].account) { $0.oversized += 1 }
             return false
         }
         let reply = answer(String(decoding: line, as: UTF8.self), connections[index].caller)
@@ -364,10 +388,10 @@ struct PeerSocketLoop {
         connections[index].deadline = monotonicMilliseconds() + deadlineMilliseconds
         var text = reply.line
         if let watch = reply.watch {
-            let caller = connections[index].caller
-            let same = connections.filter { $0.watch != nil && $0.caller.uid == caller.uid }
+            let account = connections[index].account
+            let same = connections.filter { $0.watch != nil && $0.account == account }
             if same.count >= limits.watchesPerUID || same.contains(where: { $0.watch?.group == watch.group }) {
-                trouble(caller.uid) { $0.watchesRefused += 1 }
+                trouble(account) { $0.watchesRefused += 1 }
                 text = watchRefusal
             } else {
                 connections[index].watch = watch
@@ -427,7 +451,7 @@ struct PeerSocketLoop {
             let line = Array((view.line + "\n").utf8)
             var queued = connections[index].output.map { Array($0[connections[index].sent...]) } ?? []
             guard queued.count + line.count <= limits.watchOutputBytes else {
-                trouble(connections[index].caller.uid) { $0.watchersDropped += 1 }
+                trouble(connections[index].account) { $0.watchersDropped += 1 }
                 closing.append(index)
                 continue
             }
@@ -465,8 +489,8 @@ struct PeerSocketLoop {
 
     /// accept4 until the backlog is empty (or 1,024 callers this turn, so open connections are not
     /// starved by a flood of new ones); each caller is admitted, admitted in place of an untrusted
-    /// one, or refused at once.
-    mutating func acceptPending(now: Int64) {
+    /// one, answered at once without a slot (its request line already complete), or refused at once.
+    mutating func acceptPending(now: Int64, answer: (String, PeerCredentials) -> PeerSocketAnswer) {
         for _ in 0..<1_024 {
             let accepted = valueOrErrno(retryOnInterrupt: false) {
                 accept4(listener.rawValue, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
@@ -489,15 +513,23 @@ struct PeerSocketLoop {
                 continue
             }
             let caller = PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
+            let account = accountOf(caller.uid)
             tally.accepted += 1
-            switch ConnectionAdmission.verdict(for: caller.uid, open: connections.map(\.caller.uid), limits: limits) {
+            switch ConnectionAdmission.verdict(
+                for: caller.uid, account: account, open: connections.map(\.caller.uid), openAccounts: connections.map(\.account),
+                limits: limits)
+            {
             case .admit:
                 break
             case .admitEvicting(let index):
-                trouble(connections[index].caller.uid) { $0.evicted += 1 }
+                trouble(connections[index].account) { $0.evicted += 1 }
                 remove([index])
             case .refuse:
-                trouble(caller.uid) { $0.refused += 1 }
+                if answerAtOnce(client, caller: caller, answer: answer) {
+                    try? client.close()
+                    continue
+                }
+                trouble(account) { $0.refused += 1 }
                 if let busyAnswer {
                     _ = busyAnswer.withUnsafeBytes {
                         Glibc.send(client.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
@@ -506,14 +538,36 @@ struct PeerSocketLoop {
                 try? client.close()
                 continue
             }
-            connections.append(Connection(fd: client, caller: caller, deadline: now + deadlineMilliseconds))
+            connections.append(Connection(fd: client, caller: caller, account: account, deadline: now + deadlineMilliseconds))
         }
+    }
+
+    /// A caller with no slot whose request line is complete in the socket already (a client such as
+    /// `curfew check-login` sends it as soon as it connects): read, answered and sent without waiting
+    /// (what the socket does not take at once is dropped; answers are small), so the connections an
+    /// account holds open without asking never take the capacity to answer one that asks. A watch
+    /// needs a slot: it gets `watchRefusal`. False when no complete line is there (the caller is refused).
+    mutating func answerAtOnce(_ client: FileDescriptor, caller: PeerCredentials, answer: (String, PeerCredentials) -> PeerSocketAnswer) -> Bool {
+        let room = min(scratch.count, limits.maxLineBytes + 1)
+        let peeked = valueOrErrno(retryOnInterrupt: false) {
+            scratch.withUnsafeMutableBytes { recv(client.rawValue, $0.baseAddress, room, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) }
+        }
+        guard case .success(let count) = peeked, count > 0, let newline = scratch[0..<count].firstIndex(of: 0x0A) else { return false }
+        let line = String(decoding: scratch[0..<newline], as: UTF8.self)
+        let reply = answer(line, caller)
+        tally.answered += 1
+        tally.answeredAtAccept += 1
+        let output = Array(((reply.watch == nil ? reply.line : watchRefusal) + "\n").utf8)
+        _ = output.withUnsafeBytes {
+            Glibc.send(client.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+        }
+        return true
     }
 
     /// Closes every connection whose deadline has passed.
     mutating func expire(now: Int64) {
         let late = connections.indices.filter { connections[$0].deadline <= now }
-        for index in late { trouble(connections[index].caller.uid) { $0.expired += 1 } }
+        for index in late { trouble(connections[index].account) { $0.expired += 1 } }
         remove(late)
     }
 
