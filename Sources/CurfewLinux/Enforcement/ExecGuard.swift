@@ -313,10 +313,12 @@ public final class ExecGuard: Sendable {
                     logger.notice("exec guard: cannot mark a mount", metadata: ["mount": "\(point)", "error": "\(error)"])
                 }
             }
-            while true {
+            // One batch per wake: under a flood that never lets the queue empty, a stop and new rules
+            // (whose flush of the ignore marks must not wait) are still seen between batches.
+            if pollers[0].revents != 0 {
                 guard case .success(let length) = valueOrErrno({ read(descriptor.rawValue, events, eventSize * Self.batchCapacity) }),
                     length >= eventSize
-                else { break }
+                else { continue }
                 // The events read, each with the file being executed, opened for us by the kernel: ours to
                 // close once answered.
                 var count = 0
@@ -336,7 +338,9 @@ public final class ExecGuard: Sendable {
                     answers[count] = 0
                     count += 1
                 }
-                answerBatch(count: count, fds: fds, pids: pids, owners: owners, answers: answers, ownPID: ownPID, procDirectory: procDirectory, scratch: scratch)
+                answerBatch(
+                    count: count, fds: fds, pids: pids, owners: owners, answers: answers, ownPID: ownPID,
+                    procDirectory: procDirectory, scratch: scratch)
             }
         }
     }
