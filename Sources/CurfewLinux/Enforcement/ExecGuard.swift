@@ -391,7 +391,9 @@ public final class ExecGuard: Sendable {
             }
             order.sort { $0.turn != $1.turn ? $0.turn < $1.turn : $0.index < $1.index }
             for (_, index) in order {
-                if stallMilliseconds > 0 { usleep(UInt32(clamping: stallMilliseconds * 1000)) }
+                if stallMilliseconds > 0 && inFlight.withLock({ $0.tokens[index] > 0 }) {
+                    usleep(UInt32(clamping: stallMilliseconds * 1000))
+                }
                 let denial = decide(fd: fds[index], owner: UInt32(owners[index]), rules: rules, scratch: scratch)
                 guard answer(index, fd: fds[index], response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY)) else { continue }
                 answers[index] = denial == nil ? 1 : 2
@@ -576,16 +578,11 @@ public final class ExecGuard: Sendable {
 
     /// The watchdog's answer to an event the guard thread is late with: the guard's own decision (the
     /// same rules, from what is known without reading the file), never a plain allow. A managed
-    /// user's blocked exec is denied however late the guard is; everyone else's is allowed once its
-    /// uid is read. Returns the denial, if any, after answering.
-    func answerAsTheGuardWould(fd: Int32, pid: Int32, rules: ExecRules, procDirectory: Int32, scratch: Scratch) -> ExecRules.Denial? {
-        var denial: ExecRules.Denial? = nil
-        if pid != getpid(), !rules.isEmpty,
-            let uid = Self.realUID(of: pid, procDirectory: procDirectory, status: scratch.status, name: scratch.name),
-            let owner = rules.owner(of: uid)
-        {
-            denial = decide(fd: fd, owner: owner, rules: rules, scratch: scratch)
-        }
+    /// user's blocked exec is denied however late the guard is; everyone else's (`owner` nil: not a
+    /// managed user with something denied, or a process whose uid could not be read) is allowed.
+    /// Returns the denial, if any, after answering.
+    func answerAsTheGuardWould(fd: Int32, owner: UInt32?, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
+        let denial = owner.flatMap { decide(fd: fd, owner: $0, rules: rules, scratch: scratch) }
         respond(fd: FileDescriptor(rawValue: fd), response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY))
         late.add(1, ordering: .relaxed)
         if denial == nil { allowed.add(1, ordering: .relaxed) } else { denied.add(1, ordering: .relaxed) }
@@ -609,6 +606,9 @@ public final class ExecGuard: Sendable {
         defer { scratch.deallocate() }
         var taken = [(fd: Int32, pid: Int32)]()
         taken.reserveCapacity(Self.batchCapacity)
+        let eventSize = MemoryLayout<fanotify_event_metadata>.size
+        let events = UnsafeMutableRawPointer.allocate(byteCount: eventSize * Self.batchCapacity, alignment: 8)
+        defer { events.deallocate() }
         while true {
             let ready = Readiness.wait([stop, deadlineTimer], timeoutMilliseconds: -1)
             if ready.first == true { return }
@@ -625,9 +625,16 @@ public final class ExecGuard: Sendable {
             }
             guard !taken.isEmpty else { continue }
             let rules = self.rules.withLock { $0 }
+            let ownPID = getpid()
             for event in taken {
+                var owner: UInt32? = nil
+                if event.pid != ownPID, !rules.isEmpty,
+                    let uid = Self.realUID(of: event.pid, procDirectory: procOpened, status: scratch.status, name: scratch.name)
+                {
+                    owner = rules.owner(of: uid)
+                }
                 // Borrowed: the guard thread closes it once this answer is given (-2).
-                if let denial = answerAsTheGuardWould(fd: event.fd, pid: event.pid, rules: rules, procDirectory: procOpened, scratch: scratch) {
+                if let denial = answerAsTheGuardWould(fd: event.fd, owner: owner, rules: rules, scratch: scratch) {
                     queueDenial(DeniedExec(pid: event.pid, denial: denial))
                 }
             }
@@ -644,26 +651,52 @@ public final class ExecGuard: Sendable {
                     metadata: ["late.before": "\(lateBefore)", "deadline.ms": "\(deadlineNanoseconds / 1_000_000)"])
                 lateBefore = 0
             }
-            // While the guard thread is held up in that batch, everything that queues is answered here.
-            var event = fanotify_event_metadata()
-            let eventSize = MemoryLayout<fanotify_event_metadata>.size
+            // While the guard thread is held up in that batch, everything that queues is answered here,
+            // read in batches as the guard reads them: everyone but the managed users first.
             while inFlight.withLock({ $0.since != 0 && $0.generation == lateBatch }) {
-                let read = Glibc.read(descriptor.rawValue, &event, eventSize)
-                if read == eventSize {
-                    if event.fd >= 0 {
-                        if let denial = answerAsTheGuardWould(
-                            fd: event.fd, pid: event.pid, rules: self.rules.withLock { $0 }, procDirectory: procOpened, scratch: scratch)
-                        {
-                            queueDenial(DeniedExec(pid: event.pid, denial: denial))
-                        }
-                        _ = close(event.fd)
-                        lateBefore += 1
-                    }
+                let length = Glibc.read(descriptor.rawValue, events, eventSize * Self.batchCapacity)
+                if length >= eventSize {
+                    lateBefore += Int64(answerLateBatch(events: events, length: length, procDirectory: procOpened, scratch: scratch))
                     continue
                 }
                 if Readiness.wait([stop, descriptor], timeoutMilliseconds: quarter).first == true { break }
             }
         }
+    }
+
+    /// Answers, on the watchdog's thread, the events read into `events` (`length` bytes) as the guard
+    /// would: first everyone who is not a managed user with something denied, then the managed users'
+    /// execs (`answerAsTheGuardWould`). Returns how many were answered.
+    func answerLateBatch(events: UnsafeMutableRawPointer, length: Int, procDirectory: Int32, scratch: Scratch) -> Int {
+        let eventSize = MemoryLayout<fanotify_event_metadata>.size
+        let rules = self.rules.withLock { $0 }
+        let ownPID = getpid()
+        var answered = 0
+        // Two passes over the same events: those of the first pass are marked answered (fd -1).
+        for pass in 0..<2 {
+            var offset = 0
+            while offset + eventSize <= length {
+                var metadata = (events + offset).loadUnaligned(as: fanotify_event_metadata.self)
+                let at = offset
+                offset += max(Int(metadata.event_len), eventSize)
+                guard metadata.fd >= 0 else { continue }
+                var owner: UInt32? = nil
+                if metadata.pid != ownPID, !rules.isEmpty,
+                    let uid = Self.realUID(of: metadata.pid, procDirectory: procDirectory, status: scratch.status, name: scratch.name)
+                {
+                    owner = rules.owner(of: uid)
+                }
+                if pass == 0 && owner != nil { continue }
+                if let denial = answerAsTheGuardWould(fd: metadata.fd, owner: owner, rules: rules, scratch: scratch) {
+                    queueDenial(DeniedExec(pid: metadata.pid, denial: denial))
+                }
+                _ = close(metadata.fd)
+                answered += 1
+                metadata.fd = -1
+                (events + at).storeBytes(of: metadata, as: fanotify_event_metadata.self)
+            }
+        }
+        return answered
     }
 
     // MARK: - Helpers without allocation
