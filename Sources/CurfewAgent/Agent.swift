@@ -129,7 +129,8 @@ public final class Agent: Sendable {
         ] + execGuardServices()
     }
 
-    /// The exec guard's thread and its watchdog, when the guard is on.
+    /// The exec guard's thread, its watchdog and its identifier (which reads the files the guard met
+    /// without knowing them, off the guard's thread), when the guard is on.
     func execGuardServices() -> [any Service] {
         guard execGuard != nil else { return [] }
         return [
@@ -137,6 +138,7 @@ public final class Agent: Sendable {
             ThreadService(name: "exec-watchdog", agent: self) { agent, stop in
                 agent.execGuard?.runWatchdog(until: stop.descriptor, logger: agent.logger)
             },
+            ThreadService(name: "exec-identifier", agent: self) { agent, stop in agent.execGuard?.runIdentifier(until: stop.descriptor) },
         ]
     }
 

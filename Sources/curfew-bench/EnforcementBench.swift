@@ -55,6 +55,7 @@ func runEnforcementBenchmarks(root: String, launches: Int) throws {
     }
     print("  targets: p99 under 100 ms with the process connector, under 1000 ms with polling")
     try runExecCostBenchmark(root: root, account: account)
+    try runGuardFloodBenchmark(root: root, account: account)
 }
 
 /// What the exec guard costs everyone else: the median of `posix_spawn` + `waitpid` of /bin/true by

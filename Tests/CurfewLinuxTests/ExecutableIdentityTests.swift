@@ -49,6 +49,33 @@ import Testing
         #expect(ElfBuildID.parse(header: header) { _, _ in Issue.record("read past the bound"); return nil } == nil)
     }
 
+    /// A file whose 256 program headers each point at the same 64 KiB of empty notes (the exec guard
+    /// flood of docs/security.md) costs one 64 KiB read of notes, not 256.
+    @Test func noteSegmentsAreReadWithinOneBoundForTheWholeFile() {
+        var header = [UInt8](repeating: 0, count: 64)
+        header[0...7] = [0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0]
+        header[32] = 64  // e_phoff
+        header[54] = 56  // e_phentsize
+        header[56] = 0  // e_phnum: 256
+        header[57] = 1
+        var table = [UInt8](repeating: 0, count: 256 * 56)
+        for index in 0..<256 {
+            table[index * 56] = 4  // PT_NOTE
+            table[index * 56 + 8 + 2] = 1  // p_offset 65,536
+            table[index * 56 + 32 + 2] = 1  // p_filesz 65,536
+        }
+        var noteBytes = 0
+        var reads = 0
+        let found = ElfBuildID.parse(header: header) { offset, count in
+            if offset == 64 { return count == table.count ? table : nil }
+            reads += 1
+            noteBytes += count
+            return [UInt8](repeating: 0, count: count)
+        }
+        #expect(found == nil)
+        #expect(noteBytes <= ElfBuildID.maxNoteBytes && reads <= ElfBuildID.maxNoteSegments, "\(reads) reads, \(noteBytes) bytes")
+    }
+
     @Test func aCopyWithAByteAppendedKeepsItsBuildIDNotItsHash() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ident-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -12,24 +12,30 @@ import Synchronization
 /// `FAN_OPEN_EXEC_PERM` mark on every mounted filesystem but the kernel's pseudo-filesystems
 /// (fanotify_mark(2) `FAN_MARK_FILESYSTEM`, else `FAN_MARK_MOUNT`; mounts added later are marked when
 /// `/proc/self/mountinfo` changes). The kernel then holds every exec on the machine until the guard
-/// answers `FAN_ALLOW` or `FAN_DENY`, so the answer must always come, and soon:
-/// - an exec by anyone who is not a managed user with something denied now is allowed at once, from
-///   the event alone when nobody has anything denied, else after reading the process's real uid;
+/// answers `FAN_ALLOW` or `FAN_DENY`, so the answer must always come, and soon, whatever a child
+/// does (docs/security.md, "The exec guard cannot be stalled"):
+/// - events are read in batches (`batchCapacity`); in each, an exec by anyone who is not a managed
+///   user with something denied now is allowed first, from the event alone when nobody has anything
+///   denied, else after reading the process's real uid; the managed users' execs come after, one of
+///   each user's in turn, so a child's flood holds neither root's execs nor another child's;
 /// - for a managed user, the file is named from what is already known of it (its path, and its
-///   identity only if `FileIdentityCache` read it before: nothing is read or hashed before the
-///   answer) and denied when `ExecRules` says so; a file not known yet is allowed and the tracker
-///   stops the process after it starts, as it does for everything the guard cannot see (an exec from
-///   a memfd lives on the kernel's internal shmem mount, which cannot be marked);
-/// - `runWatchdog` answers `FAN_ALLOW` for an event the guard thread has held past the deadline, and
-///   for everything that queues meanwhile: the guard thread arms a one-shot timer (timerfd(2)) when it
-///   takes an event and disarms it with its answer, so the watchdog sleeps until a decision is late;
+///   identity only if `FileIdentityCache` read it before) and denied when `ExecRules` says so.
+///   Nothing on this thread reads a file's content or waits for a file system: a file not known yet
+///   is allowed (the tracker stops the process after it starts, as it does for everything the guard
+///   cannot see: an exec from a memfd lives on the kernel's internal shmem mount, which cannot be
+///   marked) and handed to `runIdentifier`, which hashes it on its own thread for its next exec;
+/// - `runWatchdog` answers the events of a batch the guard thread has held past the deadline, and
+///   everything that queues meanwhile, as the guard would (the same rules and facts): a late guard
+///   never lets a managed user's blocked exec through, and allows everyone else's. The guard thread
+///   arms a one-shot timer (timerfd(2)) when it takes a batch and disarms it when the batch is
+///   answered, so the watchdog sleeps until a decision is late;
 /// - closing the descriptor (when the agent stops, or if it dies) removes the marks, and the kernel
 ///   allows whatever was still waiting.
 ///
 /// A denied exec fails with EPERM ("Operation not permitted"); the denial is queued for the tracker
 /// (`takeDenials`), which tells the child and records it as it does a stop.
 ///
-/// Between reading an event and answering it, the guard thread allocates nothing for the execs of
+/// Between reading a batch and answering it, the guard thread allocates nothing for the execs of
 /// unmanaged users (preallocated buffers, a retained snapshot of the rules); only a managed user's
 /// exec is named with Swift strings.
 public final class ExecGuard: Sendable {
@@ -56,12 +62,20 @@ public final class ExecGuard: Sendable {
     let marksChanged = EventSignal()
     let denials = Mutex<(list: [DeniedExec], dropped: Int)>(([], 0))
     let onDenial: @Sendable () -> Void
-    /// The event the guard thread holds: its descriptor + 1; 0 none; -1 the watchdog is answering it;
-    /// -2 the watchdog answered it and the guard thread has not come back yet.
-    let current = Atomic<Int64>(0)
-    /// CLOCK_MONOTONIC nanoseconds when the guard thread read the event it holds.
-    let currentSince = Atomic<Int64>(0)
-    /// Answers given (allowed, denied) and execs the watchdog allowed because the guard was late.
+    /// The batch the guard thread holds, shared with the watchdog.
+    struct InFlight {
+        /// Per event: its descriptor + 1 while unanswered; 0 answered by the guard thread; -1 the
+        /// watchdog is answering it; -2 the watchdog answered it.
+        var tokens = [Int64](repeating: 0, count: ExecGuard.batchCapacity)
+        var pids = [Int32](repeating: 0, count: ExecGuard.batchCapacity)
+        var count = 0
+        /// CLOCK_MONOTONIC nanoseconds when the guard thread read the batch; 0 when it holds none.
+        var since: Int64 = 0
+        /// Counts the batches, so that the watchdog knows when the one it stepped in for is over.
+        var generation: UInt64 = 0
+    }
+    let inFlight = Mutex(InFlight())
+    /// Answers given (allowed, denied) and execs the watchdog answered because the guard was late.
     public let allowed = Atomic<Int64>(0)
     public let denied = Atomic<Int64>(0)
     public let late = Atomic<Int64>(0)
@@ -208,8 +222,25 @@ public final class ExecGuard: Sendable {
 
     // MARK: - The guard thread
 
+    /// Buffers for one decision, allocated once per thread: a process's status, a `/proc` name, a path.
+    struct Scratch {
+        let status = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
+        let name = UnsafeMutablePointer<CChar>.allocate(capacity: 64)
+        let path = UnsafeMutablePointer<CChar>.allocate(capacity: Int(PATH_MAX) + 1)
+
+        func deallocate() {
+            status.deallocate()
+            name.deallocate()
+            path.deallocate()
+        }
+    }
+
     /// Answers events until `stop` is readable, then removes the marks. Marks new mounts as they
-    /// appear. Every event read is answered before the next is read.
+    /// appear. Events are read as many at a time as are queued (up to `batchCapacity`) and every event
+    /// of a batch is answered before the next batch is read: first, in the order they came, those of
+    /// everyone who is not a managed user with something denied (a look at the process's uid each);
+    /// then the managed users' execs, taking each user's in turn, so that one child's flood delays
+    /// neither root's execs nor another child's by more than the bounded work of one batch.
     public func run(until stop: FileDescriptor?, logger: Logger) {
         defer {
             removeMarks()
@@ -225,17 +256,23 @@ public final class ExecGuard: Sendable {
         let mountInfoFile = mountInfoOpened >= 0 ? FileDescriptor(rawValue: mountInfoOpened) : nil
         defer { try? mountInfoFile?.close() }
         let mountInfo = mountInfoFile?.rawValue ?? -1
-        // Preallocated: one event, a process's status, a file's path, `PID/status`.
+        // Preallocated: a batch of events, what was decided of each, a decision's buffers.
         let eventSize = MemoryLayout<fanotify_event_metadata>.size
-        let event = UnsafeMutableRawPointer.allocate(byteCount: eventSize, alignment: 8)
-        let status = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
-        let name = UnsafeMutablePointer<CChar>.allocate(capacity: 64)
-        let path = UnsafeMutablePointer<CChar>.allocate(capacity: Int(PATH_MAX) + 1)
+        let events = UnsafeMutableRawPointer.allocate(byteCount: eventSize * Self.batchCapacity, alignment: 8)
+        let fds = UnsafeMutablePointer<Int32>.allocate(capacity: Self.batchCapacity)
+        let pids = UnsafeMutablePointer<Int32>.allocate(capacity: Self.batchCapacity)
+        /// Per event: the managed user's uid it belongs to, or -1 (answered in the first pass).
+        let owners = UnsafeMutablePointer<Int64>.allocate(capacity: Self.batchCapacity)
+        /// Per event: 1 allowed by this thread, 2 denied by it, 0 answered by the watchdog or not an exec.
+        let answers = UnsafeMutablePointer<UInt8>.allocate(capacity: Self.batchCapacity)
+        let scratch = Scratch()
         defer {
-            event.deallocate()
-            status.deallocate()
-            name.deallocate()
-            path.deallocate()
+            events.deallocate()
+            fds.deallocate()
+            pids.deallocate()
+            owners.deallocate()
+            answers.deallocate()
+            scratch.deallocate()
         }
         var pollers = [
             pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
@@ -276,104 +313,239 @@ public final class ExecGuard: Sendable {
                     logger.notice("exec guard: cannot mark a mount", metadata: ["mount": "\(point)", "error": "\(error)"])
                 }
             }
-            // One event per read: each is answered before the next is taken.
-            while true {
-                guard case .success(eventSize) = valueOrErrno({ read(descriptor.rawValue, event, eventSize) }) else { break }
-                let metadata = event.load(as: fanotify_event_metadata.self)
-                guard metadata.vers == UInt8(FANOTIFY_METADATA_VERSION), metadata.fd >= 0 else { continue }
-                // The file being executed, opened for us by the kernel: ours to close once answered.
-                let fd = FileDescriptor(rawValue: metadata.fd)
-                currentSince.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-                current.store(Int64(fd.rawValue) + 1, ordering: .releasing)
-                setDeadlineTimer(nanoseconds: deadlineNanoseconds)
-                var answer = UInt32(FAN_ALLOW)
-                var denial: ExecRules.Denial? = nil
-                if metadata.pid != ownPID {
-                    denial = decide(
-                        fd: fd, pid: metadata.pid, procDirectory: procDirectory, status: status, name: name, path: path)
-                    if denial != nil { answer = UInt32(FAN_DENY) }
-                }
-                let answeredByUs = finish(fd: fd, response: answer)
-                setDeadlineTimer(nanoseconds: 0)
-                // After the answer: a file nobody is denied now is not shown to the guard again.
-                if answeredByUs && denial == nil { ignoreIfAllowedToAll(fd: fd, name: name, path: path) }
-                try? fd.close()
-                if answeredByUs, let denial {
-                    denied.add(1, ordering: .relaxed)
-                    denials.withLock { queued in
-                        if queued.list.count < Self.maxQueuedDenials {
-                            queued.list.append(DeniedExec(pid: metadata.pid, denial: denial))
-                        } else {
-                            queued.dropped += 1
-                        }
+            // One batch per wake: under a flood that never lets the queue empty, a stop and new rules
+            // (whose flush of the ignore marks must not wait) are still seen between batches.
+            if pollers[0].revents != 0 {
+                guard case .success(let length) = valueOrErrno({ read(descriptor.rawValue, events, eventSize * Self.batchCapacity) }),
+                    length >= eventSize
+                else { continue }
+                // The events read, each with the file being executed, opened for us by the kernel: ours to
+                // close once answered.
+                var count = 0
+                var offset = 0
+                while offset + eventSize <= length && count < Self.batchCapacity {
+                    let metadata = (events + offset).loadUnaligned(as: fanotify_event_metadata.self)
+                    offset += max(Int(metadata.event_len), eventSize)
+                    guard metadata.fd >= 0 else { continue }
+                    guard metadata.vers == UInt8(FANOTIFY_METADATA_VERSION) else {
+                        respond(fd: FileDescriptor(rawValue: metadata.fd), response: UInt32(FAN_ALLOW))
+                        _ = close(metadata.fd)
+                        continue
                     }
-                    onDenial()
-                } else if answeredByUs {
-                    allowed.add(1, ordering: .relaxed)
+                    fds[count] = metadata.fd
+                    pids[count] = metadata.pid
+                    owners[count] = -1
+                    answers[count] = 0
+                    count += 1
                 }
+                answerBatch(
+                    count: count, fds: fds, pids: pids, owners: owners, answers: answers, ownPID: ownPID,
+                    procDirectory: procDirectory, scratch: scratch)
             }
         }
     }
 
-    /// The denial for one event, or nil to allow it.
-    func decide(
-        fd: FileDescriptor, pid: Int32, procDirectory: Int32, status: UnsafeMutablePointer<UInt8>, name: UnsafeMutablePointer<CChar>,
-        path: UnsafeMutablePointer<CChar>
-    ) -> ExecRules.Denial? {
+    /// At most this many events are read and decided together: the most one batch can make an exec
+    /// that arrives behind it wait is this many bounded decisions.
+    static let batchCapacity = 256
+
+    /// Answers a batch of `count` events (`fds`, `pids`), then closes their descriptors: see `run`.
+    func answerBatch(
+        count: Int, fds: UnsafeMutablePointer<Int32>, pids: UnsafeMutablePointer<Int32>, owners: UnsafeMutablePointer<Int64>,
+        answers: UnsafeMutablePointer<UInt8>, ownPID: Int32, procDirectory: Int32, scratch: Scratch
+    ) {
+        guard count > 0 else { return }
+        inFlight.withLock { batch in
+            for index in 0..<count {
+                batch.tokens[index] = Int64(fds[index]) + 1
+                batch.pids[index] = pids[index]
+            }
+            batch.count = count
+            batch.since = Self.monotonicNanoseconds()
+            batch.generation &+= 1
+        }
+        setDeadlineTimer(nanoseconds: deadlineNanoseconds)
         let rules = self.rules.withLock { $0 }
-        guard !rules.isEmpty, let uid = Self.realUID(of: pid, procDirectory: procDirectory, status: status, name: name),
-            rules.owner(of: uid) != nil
-        else { return nil }
-        if stallMilliseconds > 0 { usleep(UInt32(clamping: stallMilliseconds * 1000)) }
-        var file = stat()
-        guard fstat(fd.rawValue, &file) == 0 else { return nil }
-        let known = identities.cachedIdentity(of: file)?.all ?? []
-        // The file's path as the process opened it (`/proc/self/fd/N`); ` (deleted)` is ignored by matching.
-        Self.writeDecimal(fd.rawValue, prefix: "/proc/self/fd/", into: name)
-        let length = readlink(name, path, Int(PATH_MAX))
-        guard length > 0 else { return nil }
-        let filePath = String(
-            decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
-        return rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid)
+        // First everyone but the managed users with something denied: a look at the uid each.
+        var managed = 0
+        for index in 0..<count {
+            if pids[index] != ownPID, !rules.isEmpty,
+                let uid = Self.realUID(of: pids[index], procDirectory: procDirectory, status: scratch.status, name: scratch.name),
+                let owner = rules.owner(of: uid)
+            {
+                owners[index] = Int64(owner)
+                managed += 1
+                continue
+            }
+            if answer(index, fd: fds[index], response: UInt32(FAN_ALLOW)) { answers[index] = 1 }
+        }
+        // Then the managed users' execs, one of each user's in turn.
+        if managed > 0 {
+            var order: [(turn: Int, index: Int)] = []
+            order.reserveCapacity(managed)
+            var turns: [Int64: Int] = [:]
+            for index in 0..<count where owners[index] >= 0 {
+                let turn = turns[owners[index], default: 0]
+                turns[owners[index]] = turn + 1
+                order.append((turn, index))
+            }
+            order.sort { $0.turn != $1.turn ? $0.turn < $1.turn : $0.index < $1.index }
+            for (_, index) in order {
+                if stallMilliseconds > 0 && inFlight.withLock({ $0.tokens[index] > 0 }) {
+                    usleep(UInt32(clamping: stallMilliseconds * 1000))
+                }
+                let denial = decide(fd: fds[index], owner: UInt32(owners[index]), rules: rules, scratch: scratch)
+                guard answer(index, fd: fds[index], response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY)) else { continue }
+                answers[index] = denial == nil ? 1 : 2
+                if let denial { queueDenial(DeniedExec(pid: pids[index], denial: denial)) }
+            }
+        }
+        setDeadlineTimer(nanoseconds: 0)
+        // The watchdog may be answering some: their descriptors stay open until it has.
+        while true {
+            let answering = inFlight.withLock { batch -> Bool in
+                for index in 0..<batch.count where batch.tokens[index] == -1 { return true }
+                batch.count = 0
+                batch.since = 0
+                return false
+            }
+            if !answering { break }
+            sched_yield()
+        }
+        // After the answers: a file nobody is denied now is not shown to the guard again.
+        for index in 0..<count {
+            if answers[index] == 1 { ignoreIfAllowedToAll(fd: FileDescriptor(rawValue: fds[index]), rules: rules, scratch: scratch) }
+            _ = close(fds[index])
+        }
     }
+
+    /// Answers event `index` of the batch unless the watchdog took it; whether this thread answered.
+    func answer(_ index: Int, fd: Int32, response: UInt32) -> Bool {
+        let token = Int64(fd) + 1
+        let mine = inFlight.withLock { batch -> Bool in
+            guard batch.tokens[index] == token else { return false }
+            batch.tokens[index] = 0
+            return true
+        }
+        if mine {
+            respond(fd: FileDescriptor(rawValue: fd), response: response)
+            if response == UInt32(FAN_DENY) { denied.add(1, ordering: .relaxed) } else { allowed.add(1, ordering: .relaxed) }
+        }
+        return mine
+    }
+
+    func queueDenial(_ exec: DeniedExec) {
+        denials.withLock { queued in
+            if queued.list.count < Self.maxQueuedDenials {
+                queued.list.append(exec)
+            } else {
+                queued.dropped += 1
+            }
+        }
+        onDenial()
+    }
+
+    /// The denial for the exec of the file open as `fd` by a process of managed user `owner`, or nil to
+    /// allow it. Bounded and never waiting for a disk or a file system's server: the file's attributes
+    /// as the kernel has them (`statWithoutSync`), its identity only if `FileIdentityCache` read it
+    /// before (a file not known yet is handed to `runIdentifier`, off this thread, and is known at
+    /// its next exec), its path (`/proc/self/fd/N`; ` (deleted)` is ignored by matching).
+    func decide(fd: Int32, owner: UInt32, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
+        guard let file = Self.statWithoutSync(fd) else { return nil }
+        let known = identities.cachedIdentity(of: file)?.all
+        if known == nil { queueForIdentity(fd: fd, file: file) }
+        guard let filePath = Self.path(of: fd, scratch: scratch) else { return nil }
+        return rules.denial(uid: owner, path: filePath, identities: known ?? [], fileOwner: file.st_uid)
+    }
+
+    /// The path of the open file `fd`, through `/proc/self/fd/N`.
+    static func path(of fd: Int32, scratch: Scratch) -> String? {
+        writeDecimal(fd, prefix: "/proc/self/fd/", into: scratch.name)
+        let length = readlink(scratch.name, scratch.path, Int(PATH_MAX))
+        guard length > 0 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: scratch.path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+    }
+
+    /// fstat(2) of `fd` with the attributes the kernel has (`fstatat(fd, "", AT_EMPTY_PATH |
+    /// AT_STATX_DONT_SYNC)`): a network or FUSE file system is not asked (a child's FUSE server that
+    /// never answers cannot hold the guard).
+    static func statWithoutSync(_ fd: Int32) -> stat? {
+        var file = stat()
+        guard fstatat(fd, "", &file, emptyPath | statxDontSync) == 0 else { return nil }
+        return file
+    }
+
+    /// `AT_EMPTY_PATH` and `AT_STATX_DONT_SYNC` (<linux/fcntl.h>; the Glibc module declares neither).
+    static let emptyPath: Int32 = 0x1000
+    static let statxDontSync: Int32 = 0x4000
 
     /// Makes the kernel stop asking about the file open as `fd` (an ignore mark on its inode, dropped
     /// when the file is written, and by `run` whenever the rules change) when no managed user is
-    /// denied it now: with what names it (`ignoreIdentities`), its path and the rules, exactly as
-    /// `decide` would name it for each of them. Interpreters and the dynamic loader, opened by most
-    /// execs, are never denied and so are shown once.
-    func ignoreIfAllowedToAll(fd: FileDescriptor, name: UnsafeMutablePointer<CChar>, path: UnsafeMutablePointer<CChar>) {
-        let rules = self.rules.withLock { $0 }
-        guard !rules.isEmpty else { return }
-        var file = stat()
-        guard fstat(fd.rawValue, &file) == 0, let known = ignoreIdentities(fd: fd, file: file) else { return }
-        Self.writeDecimal(fd.rawValue, prefix: "/proc/self/fd/", into: name)
-        let length = readlink(name, path, Int(PATH_MAX))
-        guard length > 0 else { return }
-        let filePath = String(
-            decoding: UnsafeRawBufferPointer(start: path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+    /// denied it now, exactly as `decide` would name it for each of them. Only a file whose identity
+    /// is known is ignored (one not known yet is handed to `runIdentifier` and ignored at its next
+    /// exec): nothing is read here. Interpreters and the dynamic loader, opened by most execs, are
+    /// never denied and so are shown once.
+    func ignoreIfAllowedToAll(fd: FileDescriptor, rules: ExecRules, scratch: Scratch) {
+        guard !rules.isEmpty, let file = Self.statWithoutSync(fd.rawValue) else { return }
+        guard let known = identities.cachedIdentity(of: file)?.all else {
+            queueForIdentity(fd: fd.rawValue, file: file)
+            return
+        }
+        guard let filePath = Self.path(of: fd.rawValue, scratch: scratch) else { return }
         for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid) != nil {
             return
         }
         _ = fanotify_mark(descriptor.rawValue, UInt32(FAN_MARK_ADD | FAN_MARK_IGNORED_MASK), UInt64(FAN_OPEN_EXEC_PERM), fd.rawValue, nil)
     }
 
-    /// Files without a build-id up to this size (scripts) are hashed on the guard thread to be ignored.
-    static let hashedToIgnoreBytes: Int64 = 1 << 20
+    // MARK: - Identities, off the guard's thread
 
-    /// What names the file for the ignore decision, without holding up the next exec on the machine:
-    /// its identities when the cache knows them; else its ELF build-id alone (a few reads of its
-    /// headers: a claim is made of a file's hash and build-id together, so a file whose build-id no app
-    /// claims has a hash none claims either); else, for a small file (a script), its hash; else nil, and
-    /// the file is not ignored (each exec of it costs the guard one cheap answer). Hashing a large
-    /// program here held every exec that queued meanwhile, on the whole machine, for as long as reading
-    /// it took.
-    func ignoreIdentities(fd: FileDescriptor, file: stat) -> [String]? {
-        if let cached = identities.cachedIdentity(of: file) { return cached.all }
-        if let buildID = ElfBuildID.read(fd: fd.rawValue) { return [buildID] }
-        guard Int64(file.st_size) <= Self.hashedToIgnoreBytes, let hash = FileIdentityCache.hash(fd: fd, size: Int64(file.st_size))
-        else { return nil }
-        return [hash]
+    /// Files waiting for `runIdentifier`: a duplicate of the descriptor the kernel gave, and the file's
+    /// key, so that one file exec'd by many is queued once. Bounded: past it, a file waits for its
+    /// next exec (or for the tracker, which reads what a managed user runs).
+    let identityQueue = Mutex<(fds: [Int32], keys: Set<FileIdentityCache.Key>)>(([], []))
+    let identityQueued = EventSignal()
+    static let maxQueuedIdentities = 64
+
+    func queueForIdentity(fd: Int32, file: stat) {
+        guard file.st_mode & S_IFMT == S_IFREG else { return }
+        let key = FileIdentityCache.Key(file)
+        let queued = identityQueue.withLock { queue -> Bool in
+            guard queue.fds.count < Self.maxQueuedIdentities, !queue.keys.contains(key) else { return false }
+            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            guard copy >= 0 else { return false }
+            queue.fds.append(copy)
+            queue.keys.insert(key)
+            return true
+        }
+        if queued { identityQueued.signal() }
+    }
+
+    /// Reads the identity (content hash and build-id, `FileIdentityCache`) of each file the guard met
+    /// without knowing it, until `stop` is readable: the reading that could take long (a large file,
+    /// a slow disk, a child's FUSE server) is done here, where it holds no exec.
+    public func runIdentifier(until stop: FileDescriptor?) {
+        while true {
+            let ready = Readiness.wait([stop, identityQueued.descriptor], timeoutMilliseconds: -1)
+            if ready.first == true { break }
+            identityQueued.drain()
+            while true {
+                let next = identityQueue.withLock { queue -> Int32? in queue.fds.isEmpty ? nil : queue.fds.removeFirst() }
+                guard let fd = next else { break }
+                var file = stat()
+                let key = fstat(fd, &file) == 0 ? FileIdentityCache.Key(file) : nil
+                _ = identities.identities(ofOpen: FileDescriptor(rawValue: fd))
+                _ = close(fd)
+                identityQueue.withLock { queue in
+                    if let key { queue.keys.remove(key) }
+                    if queue.fds.isEmpty { queue.keys.removeAll(keepingCapacity: true) }
+                }
+            }
+        }
+        identityQueue.withLock { queue in
+            for fd in queue.fds { _ = close(fd) }
+            queue = ([], [])
+        }
     }
 
     /// Allows every event already queued (after the marks are gone, nothing new arrives).
@@ -386,19 +558,6 @@ public final class ExecGuard: Sendable {
             respond(fd: fd, response: UInt32(FAN_ALLOW))
             try? fd.close()
         }
-    }
-
-    /// Answers the event on `fd` unless the watchdog took it; whether the guard thread answered.
-    func finish(fd: FileDescriptor, response: UInt32) -> Bool {
-        let token = Int64(fd.rawValue) + 1
-        if current.compareExchange(expected: token, desired: 0, ordering: .acquiringAndReleasing).exchanged {
-            respond(fd: fd, response: response)
-            return true
-        }
-        // The watchdog took this event: the descriptor stays open until it has answered.
-        while current.load(ordering: .acquiring) != -2 { sched_yield() }
-        current.store(0, ordering: .releasing)
-        return false
     }
 
     func respond(fd: FileDescriptor, response: UInt32) {
@@ -417,57 +576,127 @@ public final class ExecGuard: Sendable {
         _ = timerfd_settime(deadlineTimer.rawValue, 0, &value, nil)
     }
 
-    /// Answers `FAN_ALLOW` for the event the guard thread holds once it has held it past the deadline,
-    /// then for every event that queues until the guard thread comes back. It sleeps until the deadline
-    /// timer fires, which happens only when a decision is late: an agent whose guard answers on time
-    /// never wakes it.
+    /// The watchdog's answer to an event the guard thread is late with: the guard's own decision (the
+    /// same rules, from what is known without reading the file), never a plain allow. A managed
+    /// user's blocked exec is denied however late the guard is; everyone else's (`owner` nil: not a
+    /// managed user with something denied, or a process whose uid could not be read) is allowed.
+    /// Returns the denial, if any, after answering.
+    func answerAsTheGuardWould(fd: Int32, owner: UInt32?, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
+        let denial = owner.flatMap { decide(fd: fd, owner: $0, rules: rules, scratch: scratch) }
+        respond(fd: FileDescriptor(rawValue: fd), response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY))
+        late.add(1, ordering: .relaxed)
+        if denial == nil { allowed.add(1, ordering: .relaxed) } else { denied.add(1, ordering: .relaxed) }
+        return denial
+    }
+
+    /// Answers, once the guard thread has held a batch past the deadline, the events of the batch it
+    /// has not answered yet, then every event that queues until the guard thread is back: each as the
+    /// guard would (`answerAsTheGuardWould`), so a late guard never lets a managed user's blocked exec
+    /// through. It sleeps until the deadline timer fires, which happens only when a batch is late: an
+    /// agent whose guard answers on time never wakes it.
     public func runWatchdog(until stop: FileDescriptor?, logger: Logger) {
         let quarter = max(1, deadlineNanoseconds / 4_000_000)
         var lastLogged: Int64 = .min / 2
-        /// Execs allowed late since the last log line.
+        /// Execs answered late since the last log line.
         var lateBefore: Int64 = 0
         var expirations: UInt64 = 0
+        let procOpened = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if procOpened >= 0 { _ = close(procOpened) } }
+        let scratch = Scratch()
+        defer { scratch.deallocate() }
+        var taken = [(fd: Int32, pid: Int32)]()
+        taken.reserveCapacity(Self.batchCapacity)
+        let eventSize = MemoryLayout<fanotify_event_metadata>.size
+        let events = UnsafeMutableRawPointer.allocate(byteCount: eventSize * Self.batchCapacity, alignment: 8)
+        defer { events.deallocate() }
         while true {
             let ready = Readiness.wait([stop, deadlineTimer], timeoutMilliseconds: -1)
             if ready.first == true { return }
             // The timer's count of expirations; it is readable again only when it fires again.
             _ = Glibc.read(deadlineTimer.rawValue, &expirations, MemoryLayout<UInt64>.size)
-            let token = current.load(ordering: .acquiring)
-            guard token > 0, Self.monotonicNanoseconds() - currentSince.load(ordering: .relaxed) >= deadlineNanoseconds,
-                current.compareExchange(expected: token, desired: -1, ordering: .acquiringAndReleasing).exchanged
-            else { continue }
-            // Borrowed: the guard thread closes it once this answer is given (-2).
-            respond(fd: FileDescriptor(rawValue: Int32(token - 1)), response: UInt32(FAN_ALLOW))
-            current.store(-2, ordering: .releasing)
-            late.add(1, ordering: .relaxed)
-            // Said when it happens (at most once a minute, with how many were allowed late meanwhile).
+            taken.removeAll(keepingCapacity: true)
+            let lateBatch = inFlight.withLock { batch -> UInt64 in
+                guard batch.since != 0, Self.monotonicNanoseconds() - batch.since >= deadlineNanoseconds else { return 0 }
+                for index in 0..<batch.count where batch.tokens[index] > 0 {
+                    taken.append((Int32(batch.tokens[index] - 1), batch.pids[index]))
+                    batch.tokens[index] = -1
+                }
+                return batch.generation
+            }
+            guard !taken.isEmpty else { continue }
+            let rules = self.rules.withLock { $0 }
+            let ownPID = getpid()
+            for event in taken {
+                var owner: UInt32? = nil
+                if event.pid != ownPID, !rules.isEmpty,
+                    let uid = Self.realUID(of: event.pid, procDirectory: procOpened, status: scratch.status, name: scratch.name)
+                {
+                    owner = rules.owner(of: uid)
+                }
+                // Borrowed: the guard thread closes it once this answer is given (-2).
+                if let denial = answerAsTheGuardWould(fd: event.fd, owner: owner, rules: rules, scratch: scratch) {
+                    queueDenial(DeniedExec(pid: event.pid, denial: denial))
+                }
+            }
+            inFlight.withLock { batch in
+                for index in 0..<batch.count where batch.tokens[index] == -1 { batch.tokens[index] = -2 }
+            }
+            lateBefore += Int64(taken.count)
+            // Said when it happens (at most once a minute, with how many were answered late meanwhile).
             let now = Self.monotonicNanoseconds()
             if now - lastLogged >= 60_000_000_000 {
                 lastLogged = now
                 logger.warning(
-                    "exec guard: a decision took longer than the deadline; execs are allowed until it is back (apps still stop after they start)",
+                    "exec guard: a decision took longer than the deadline; execs are answered by the watchdog, as the guard would, until it is back",
                     metadata: ["late.before": "\(lateBefore)", "deadline.ms": "\(deadlineNanoseconds / 1_000_000)"])
                 lateBefore = 0
             }
-            lateBefore += 1
-            // While the guard thread is held up, everything that queues is allowed here.
-            var event = fanotify_event_metadata()
-            let eventSize = MemoryLayout<fanotify_event_metadata>.size
-            while current.load(ordering: .acquiring) == -2 {
-                let read = Glibc.read(descriptor.rawValue, &event, eventSize)
-                if read == eventSize {
-                    if event.fd >= 0 {
-                        let fd = FileDescriptor(rawValue: event.fd)
-                        respond(fd: fd, response: UInt32(FAN_ALLOW))
-                        try? fd.close()
-                        late.add(1, ordering: .relaxed)
-                        lateBefore += 1
-                    }
+            // While the guard thread is held up in that batch, everything that queues is answered here,
+            // read in batches as the guard reads them: everyone but the managed users first.
+            while inFlight.withLock({ $0.since != 0 && $0.generation == lateBatch }) {
+                let length = Glibc.read(descriptor.rawValue, events, eventSize * Self.batchCapacity)
+                if length >= eventSize {
+                    lateBefore += Int64(answerLateBatch(events: events, length: length, procDirectory: procOpened, scratch: scratch))
                     continue
                 }
                 if Readiness.wait([stop, descriptor], timeoutMilliseconds: quarter).first == true { break }
             }
         }
+    }
+
+    /// Answers, on the watchdog's thread, the events read into `events` (`length` bytes) as the guard
+    /// would: first everyone who is not a managed user with something denied, then the managed users'
+    /// execs (`answerAsTheGuardWould`). Returns how many were answered.
+    func answerLateBatch(events: UnsafeMutableRawPointer, length: Int, procDirectory: Int32, scratch: Scratch) -> Int {
+        let eventSize = MemoryLayout<fanotify_event_metadata>.size
+        let rules = self.rules.withLock { $0 }
+        let ownPID = getpid()
+        var answered = 0
+        // Two passes over the same events: those of the first pass are marked answered (fd -1).
+        for pass in 0..<2 {
+            var offset = 0
+            while offset + eventSize <= length {
+                var metadata = (events + offset).loadUnaligned(as: fanotify_event_metadata.self)
+                let at = offset
+                offset += max(Int(metadata.event_len), eventSize)
+                guard metadata.fd >= 0 else { continue }
+                var owner: UInt32? = nil
+                if metadata.pid != ownPID, !rules.isEmpty,
+                    let uid = Self.realUID(of: metadata.pid, procDirectory: procDirectory, status: scratch.status, name: scratch.name)
+                {
+                    owner = rules.owner(of: uid)
+                }
+                if pass == 0 && owner != nil { continue }
+                if let denial = answerAsTheGuardWould(fd: metadata.fd, owner: owner, rules: rules, scratch: scratch) {
+                    queueDenial(DeniedExec(pid: metadata.pid, denial: denial))
+                }
+                _ = close(metadata.fd)
+                answered += 1
+                metadata.fd = -1
+                (events + at).storeBytes(of: metadata, as: fanotify_event_metadata.self)
+            }
+        }
+        return answered
     }
 
     // MARK: - Helpers without allocation

@@ -6,10 +6,14 @@ import Glibc
 /// segment (elf(5)). It names the build, not the bytes: a renamed copy, a copy with bytes appended
 /// and one run from a memfd keep it, while the content hash changes.
 enum ElfBuildID {
-    /// At most this much of one note segment is read.
+    /// At most this much of the note segments is read, all of them together: a file whose headers
+    /// point at the same 64 KiB of empty notes 256 times costs no more than one that points once.
     static let maxNoteBytes = 64 * 1024
-    /// At most this many program headers are looked at.
+    /// At most this many program headers are looked at, this many note segments read and this many
+    /// notes parsed (a linker writes two to four of each).
     static let maxProgramHeaders = 256
+    static let maxNoteSegments = 16
+    static let maxNotes = 256
 
     /// `build-id:<hex>` of the ELF file open as `fd` (read with pread); nil when it is not an ELF
     /// file or has no build-id of 8 to 64 bytes.
@@ -57,15 +61,23 @@ enum ElfBuildID {
             entrySize >= (is64 ? 56 : 32), entryCount > 0, entryCount <= maxProgramHeaders,
             let table = read(programHeaders, entrySize * entryCount)
         else { return nil }
-        for index in 0..<entryCount {
+        var noteBytesLeft = maxNoteBytes
+        var segmentsLeft = maxNoteSegments
+        var notesLeft = maxNotes
+        for index in 0..<entryCount where segmentsLeft > 0 && noteBytesLeft >= 12 && notesLeft > 0 {
             let entry = index * entrySize
             guard number(table, entry, 4) == 4 else { continue }  // PT_NOTE
             guard let offset = number(table, entry + (is64 ? 8 : 4), is64 ? 8 : 4),
                 let size = number(table, entry + (is64 ? 32 : 16), is64 ? 8 : 4),
-                size >= 12, let notes = read(offset, min(size, maxNoteBytes))
+                size >= 12
             else { continue }
+            segmentsLeft -= 1
+            let count = min(size, noteBytesLeft)
+            noteBytesLeft -= count
+            guard let notes = read(offset, count) else { continue }
             var position = 0
-            while position + 12 <= notes.count {
+            while position + 12 <= notes.count && notesLeft > 0 {
+                notesLeft -= 1
                 guard let nameSize = number(notes, position, 4), let descriptionSize = number(notes, position + 4, 4),
                     let type = number(notes, position + 8, 4)
                 else { break }

@@ -125,6 +125,19 @@ public final class FileIdentityCache: Sendable {
         // The file may have been replaced between fstatat and openat: key by what was opened.
         guard (try? LinuxError.check("fstat", { fstat(fd.rawValue, &status) })) != nil, status.st_mode & S_IFMT == S_IFREG
         else { return nil }
+        return identities(of: fd, status: status)
+    }
+
+    /// Content hash, build-id and owner of the open file `fd` (borrowed; read with pread): what the
+    /// exec guard hands to its identifier thread, so that the file's next exec finds it known.
+    public func identities(ofOpen fd: FileDescriptor) -> Identity? {
+        var status = stat()
+        guard fstat(fd.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return identities(of: fd, status: status)
+    }
+
+    /// The identity of `fd`, whose fstat(2) is `status`: from the cache, else read and cached.
+    private func identities(of fd: FileDescriptor, status: stat) -> Identity? {
         let key = Key(status)
         if let known = state.withLock({ $0.identities[key] }) { return known }
         guard let hash = Self.hash(fd: fd, size: Int64(status.st_size)) else { return nil }
