@@ -102,7 +102,7 @@ struct PINOnceTests {
         let approvals = try events(runner, kind: "pin-approved")
         #expect(approvals.count == 1)
         let message = approvals.first?["message"] as? String ?? ""
-        #expect(message.hasPrefix("a parent approved request 1 with the PIN: 30m extra (asked 30m; 30m of 1h by PIN in 24 hours; record "), "\(message)")
+        #expect(message.hasPrefix("a parent approved request 1 with the PIN: 30m more screen time today (asked 30m; 30m of 1h by PIN in 24 hours; record "), "\(message)")
         // The refused replay cost no try.
         #expect(try events(runner, kind: "pin-try").count == 1)
         #expect(agent.stop() == 0, "\(agent.log)")
