@@ -212,7 +212,8 @@ struct Requests: ParsableCommand {
             asked, as the agent decided it then: daily limit, weekly budget, bedtime, downtime NAME, break, \
             APP's limit, or - for nothing; curfew approve lifts that. JSON: a list of {"id", "user", \
             "minutes", "reason", "createdMs", "askedAt", "status", "answeredMs", "grantedMinutes", \
-            "answeredBy", "cause" (daily-limit, weekly-limit, bedtime, downtime:NAME, break, app-limit:APP or \
+            "answeredBy" (a parent key's id, "\(RequestTable.parentPIN)" when the PIN answered it on the child's \
+            screen, "\(RequestTable.selfService)"), "cause" (daily-limit, weekly-limit, bedtime, downtime:NAME, break, app-limit:APP or \
             null), "app"}.
             """)
 
@@ -238,6 +239,8 @@ struct Requests: ParsableCommand {
             var status = request.status.rawValue
             if request.status == .approved, let granted = request.grantedMinutes {
                 status += " \(TimeAllowance.format(minutes: granted))"
+                // A parent at the child's screen, with the PIN (approve-pin): not a parent's key.
+                if request.answeredBy == RequestTable.parentPIN { status += " by PIN" }
             }
             rows.append([
                 "\(request.id)", request.user,

@@ -15,11 +15,15 @@ struct PINCommand: ParsableCommand {
         abstract: "Set or clear the parent's PIN, with which a parent approves extra time on the child's screen.",
         discussion: """
             With a PIN set, the child's panel item (curfew-indicator) offers "A parent approves 15 min / 30 min / \
-            1 hour here…": it opens the desktop's PIN dialog (pinentry), and a parent standing by types the PIN. \
-            The agent checks it and gives the time exactly as curfew grant CHILD 30m would (a grant signed with \
-            this computer's parent key, so other computers and the audit log see it). Each child may try at most \
-            \(PINRules.maxTries) times in \(PINRules.tryWindowSeconds / 60) minutes; every try, right or wrong, is an \
-            event (curfew events), never the PIN.
+            1 hour here…": it files a request, opens the system's PIN dialog (the pinentry named in \
+            /etc/default/curfew, never one from the child's environment), and a parent standing by types the PIN. \
+            The PIN answers that one request, once: the agent gives at most what it asked, and at most the \
+            day's maximum (pin set --max-per-day, 1h unless set) in any 24 hours, as curfew approve would (a grant \
+            signed with this computer's parent key, so other computers and the audit log see it); curfew requests \
+            shows the request answered by the PIN. Each child may try at most \(PINRules.maxTries) times in \
+            \(PINRules.tryWindowSeconds / 60) minutes, then ever more slowly (the wait doubles with each wrong try in \
+            a row), and at most \(PINRules.maxWrongPerDay) wrong tries in 24 hours; every try, right or wrong, and \
+            every approval is an event (curfew events), never the PIN.
             """,
         subcommands: [PINSet.self, PINClear.self])
 }
@@ -31,16 +35,32 @@ struct PINSet: ParsableCommand {
         discussion: """
             \(PINRules.rule.prefix(1).uppercased() + PINRules.rule.dropFirst()). The PIN is read from the terminal \
             with echo off (or, when standard input is not a terminal, as two lines from it) and kept as a salted \
-            scrypt hash in <state-dir>/\(ParentPINHash.fileName), mode 0600, replacing any PIN before. Exit status \
-            64 when the two entries differ or the PIN breaks the rule, 77 when not run as root.
+            scrypt hash in <state-dir>/\(ParentPINHash.fileName), mode 0600, replacing any PIN before, with \
+            --max-per-day: the most the PIN may approve in any 24 hours (1h unless given). Exit status 64 when the \
+            two entries differ, the PIN breaks the rule or the maximum is not a duration from 1m to 8h, 77 when not \
+            run as root.
             """)
 
     @OptionGroup var location: LocationOptions
+
+    @Option(name: .customLong("max-per-day"), help: "The most the PIN may approve in any 24 hours, like 30m or 1h (default 1h).")
+    var maxPerDay: String?
 
     func run() throws {
         guard geteuid() == 0 else {
             throw CLIError("only a parent may set the PIN (run as root: sudo curfew pin set)", .notPermitted)
         }
+        let range = PINRules.maxMinutesPerDay
+        let maxMinutes = try maxPerDay.map { text in
+            let minutes = try? TimeAllowance.parseMinutes(text)
+            guard let minutes, range.contains(minutes) else {
+                throw CLIError(
+                    "--max-per-day must be a duration from \(TimeAllowance.format(minutes: range.lowerBound)) to "
+                        + "\(TimeAllowance.format(minutes: range.upperBound)) like 30m or 1h, got \(quoted(text)); nothing changed",
+                    .invalidArguments)
+            }
+            return minutes
+        } ?? PINRules.defaultMaxMinutesPerDay
         let workspace = Workspace(location)
         // Approvals are grants signed with this computer's parent key: without it a PIN could never work.
         _ = try workspace.requireParentKey()
@@ -49,10 +69,13 @@ struct PINSet: ParsableCommand {
         try PINRules.validate(pin)
         let again = try reader.read(prompt: "The same PIN again: ")
         guard again == pin else { throw CLIError("the two PINs differ; nothing changed", .invalidArguments) }
-        let hash = try ParentPINHash.make(pin: pin)
+        let hash = try ParentPINHash.make(pin: pin, maxMinutesPerDay: maxMinutes)
         let file = ParentPINFile(stateDirectory: workspace.stateDirectory)
         try file.store(hash)
         Output.line("parent PIN set (\(file.path)); a parent can now approve extra time on a child's screen")
+        if maxPerDay != nil {
+            Output.line("the PIN approves at most \(TimeAllowance.format(minutes: maxMinutes)) in any 24 hours")
+        }
     }
 }
 

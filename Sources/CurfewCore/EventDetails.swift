@@ -95,6 +95,26 @@ public enum EventDetails {
         }
     }
 
+    /// `pin-approved`: the request the PIN answered, what it asked, what was granted, the grant record,
+    /// and the minutes the PIN approved in the last 24 hours (this one included) of the day's maximum.
+    public struct PINApproval: Encodable, Sendable {
+        public var request: Int64
+        public var asked: Int
+        public var granted: Int
+        public var record: String
+        public var approvedInDay: Int
+        public var maxPerDay: Int
+
+        public init(request: Int64, asked: Int, granted: Int, record: String, approvedInDay: Int, maxPerDay: Int) {
+            self.request = request
+            self.asked = asked
+            self.granted = granted
+            self.record = record
+            self.approvedInDay = approvedInDay
+            self.maxPerDay = maxPerDay
+        }
+    }
+
     /// `extra-time-granted`: the grant record and what it gives.
     public struct Grant: Encodable, Sendable {
         public var record: String

@@ -46,6 +46,8 @@ public struct EventKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let policyIgnored = EventKind(rawValue: "policy-ignored")
     /// The parent's PIN was tried on a child's screen (`approve-pin`): right or wrong, never the PIN.
     public static let pinTry = EventKind(rawValue: "pin-try")
+    /// A parent's PIN answered a child's pending request: which request, what was asked and granted.
+    public static let pinApproval = EventKind(rawValue: "pin-approved")
     /// The last good policy stays in force.
     public static let policyKept = EventKind(rawValue: "policy-kept")
     /// A policy version came into force.

@@ -21,6 +21,9 @@ public final class Indicator {
 
     let socketPath: String
     let busAddress: String?
+    /// Where the PIN dialog is named (`Pinentry.program(configuration:)`): /etc/default/curfew, or a
+    /// file given with `--config` that root owns alone.
+    let configurationPath: String
     var tray: TrayItem?
     var stream: PeerSocketStream?
     var status: StatusReport?
@@ -33,9 +36,10 @@ public final class Indicator {
     var retryAt: Int64 = 0
     var backoff: Int64 = 1_000
 
-    public init(socketPath: String, busAddress: String? = nil) {
+    public init(socketPath: String, busAddress: String? = nil, configurationPath: String = "/etc/default/curfew") {
         self.socketPath = socketPath
         self.busAddress = busAddress
+        self.configurationPath = configurationPath
     }
 
     /// Runs until the session ends (the bus closes) or the account turns out not to be managed.
@@ -160,9 +164,11 @@ public final class Indicator {
         case .approve(let minutes):
             // The dialog waits for a person: the tray and the watch are served meanwhile.
             if approval == nil {
-                let (socketPath, user) = (socketPath, status.user)
+                let (socketPath, user, configuration) = (socketPath, status.user, configurationPath)
                 do {
-                    approval = try DetachedWork.start { Indicator.approveWithPIN(minutes: minutes, user: user, socketPath: socketPath) }
+                    approval = try DetachedWork.start {
+                        Indicator.approveWithPIN(minutes: minutes, user: user, socketPath: socketPath, configuration: configuration)
+                    }
                     note = "A parent types the PIN in the dialog"
                 } catch {
                     note = "The PIN dialog could not start"
@@ -192,13 +198,18 @@ public final class Indicator {
         _ = show()
     }
 
-    /// "A parent approves … here…": the PIN dialog (pinentry) asks for the parent's PIN, the agent checks
-    /// it and gives the time; a wrong PIN is asked for again (the dialog says so) while the agent allows
-    /// tries. Returns the note the menu shows. Runs on a thread of its own (`DetachedWork`): the dialog
-    /// waits up to `Pinentry.dialogTimeoutSeconds` per question for a person.
-    static func approveWithPIN(minutes: Int, user: String, socketPath: String) -> String {
-        guard let program = Pinentry.program() else {
-            return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"
+    /// "A parent approves … here…": the system's PIN dialog (pinentry, `Pinentry.program(configuration:)`)
+    /// asks for the parent's PIN; a request for `minutes` is filed when the PIN is first typed (the PIN
+    /// answers a request, once: the agent gives at most what the child's newest pending request asked);
+    /// the agent checks the PIN and gives the time; a wrong PIN is asked for again (the dialog says so)
+    /// while the agent allows tries. Returns the note the menu shows. Runs on a thread of its own
+    /// (`DetachedWork`): the dialog waits up to `Pinentry.dialogTimeoutSeconds` per question for a person.
+    static func approveWithPIN(minutes: Int, user: String, socketPath: String, configuration: String = Pinentry.systemConfiguration) -> String {
+        let program: String
+        switch Pinentry.program(configuration: configuration) {
+        case .success(let path): program = path
+        case .failure(.broken(let reason)): return UntrustedText.escaped(reason, for: .terminal)
+        case .failure: return "No PIN dialog (pinentry) is installed; a parent can use curfew grant"
         }
         let amount = ChildWords.duration(seconds: Int64(minutes) * 60)
         let dialog: Pinentry
@@ -215,13 +226,24 @@ public final class Indicator {
             try dialog.command("SETOK", "Approve")
             try dialog.command("SETCANCEL", "Cancel")
             try dialog.command("SETTIMEOUT", "\(Pinentry.dialogTimeoutSeconds)")
+            var asked = false
             for _ in 0...PINRules.maxTries {
                 var pin = try dialog.getPIN()
+                if !asked {
+                    // Refused when enough requests wait already: the agent answers the newest of them.
+                    let reason = String("asked with a parent beside me".prefix(RequestRules.maxReasonCharacters))
+                    _ = try? PeerSocketClient.request(
+                        path: socketPath, line: AgentRequest.request(minutes: Int64(minutes), reason: reason).line, timeout: .seconds(10))
+                    asked = true
+                }
                 let line = AgentRequest.approvePIN(pin: String(decoding: pin, as: UTF8.self), minutes: Int64(minutes)).line
                 for index in pin.indices { pin[index] = 0 }
                 let reply = (try? PeerSocketClient.request(path: socketPath, line: line, timeout: .seconds(10))).flatMap { AgentReply(line: $0) }
                 guard let reply else { return "The agent did not answer; try again" }
-                if reply.ok { return "A parent approved \(amount) more" }
+                if reply.ok {
+                    let granted = reply.grant.map { ChildWords.duration(seconds: $0.minutes * 60) } ?? amount
+                    return "A parent approved \(granted) more"
+                }
                 let reason = UntrustedText.escaped(reply.message ?? "refused", for: .terminal)
                 guard reply.error == .wrongPIN else {
                     // No PIN set, tries used up, or the agent failed: say so in the dialog, then in the menu.

@@ -9,10 +9,12 @@ import SystemPackage
 
 /// The desktop's PIN dialog: Debian's `pinentry` programs (GnuPG's), spoken to over the Assuan
 /// protocol on their standard input and output, one line each way: `SETTITLE`, `SETDESC`,
-/// `SETPROMPT`, `SETERROR`, `GETPIN` (answered by `D <pin>` then `OK`), `MESSAGE`, `BYE`.
+/// `SETPROMPT`, `SETERROR`, `GETPIN` (answered by `D <pin>` then `OK`), `MESSAGE`, `BYE`. Which program:
+/// the one the package's configuration names, root's alone (`program(configuration:)`), never one
+/// from the child's environment or PATH.
 final class Pinentry {
     enum Failure: Error, Equatable {
-        /// None of `candidates` is on PATH.
+        /// The configured program, or else every one of `candidates`, is missing.
         case notInstalled
         /// The person closed the dialog, pressed Cancel, or let it time out.
         case cancelled
@@ -20,10 +22,13 @@ final class Pinentry {
         case broken(String)
     }
 
-    /// Looked for on PATH in this order: the GNOME dialog, the GTK one, whatever `pinentry` is.
-    static let candidates = ["pinentry-gnome3", "pinentry-gtk2", "pinentry"]
-    /// A program to use instead (a path, or a name on PATH); tests point it at a stand-in.
-    static let overrideVariable = "CURFEW_PINENTRY"
+    /// Used in this order when the configuration names none: the GNOME dialog, the GTK one, whatever
+    /// `pinentry` Debian's alternatives chose. Absolute paths: never looked for on the child's PATH.
+    static let candidates = ["/usr/bin/pinentry-gnome3", "/usr/bin/pinentry-gtk2", "/usr/bin/pinentry"]
+    /// The package's configuration, where a parent may name the dialog: `CURFEW_PINENTRY=/usr/bin/...`.
+    /// The child's environment is never read for it: a dialog the child chose would catch the PIN.
+    static let systemConfiguration = "/etc/default/curfew"
+    static let configurationKey = "CURFEW_PINENTRY"
     /// How long the dialog waits for a person (pinentry's own `SETTIMEOUT`), and how long the indicator
     /// waits for the answer to one command before it gives up on the program.
     static let dialogTimeoutSeconds = 120
@@ -38,20 +43,72 @@ final class Pinentry {
     private var deadline: Int64 = 0
     private var closed = false
 
-    /// The program to run: `$CURFEW_PINENTRY`, else the first of `candidates` on PATH.
-    static func program() -> String? {
-        if let chosen = getenv(overrideVariable).map({ String(cString: $0) }), !chosen.isEmpty {
-            return chosen.contains("/") ? chosen : onPath(chosen)
+    /// The program to run: the absolute path `CURFEW_PINENTRY=` names in `configuration`, else the first
+    /// of `candidates` that exists; only a file root owns and only root may change, in directories only
+    /// root may change (`trusted`). A configuration file that is not root's in that way is not read
+    /// at all. `.notInstalled` when there is none, `.broken` (with the reason) when it is not root's.
+    static func program(configuration: String = systemConfiguration) -> Result<String, Failure> {
+        if let named = configured(in: configuration) {
+            guard named.hasPrefix("/") else {
+                return .failure(.broken("\(configurationKey) in \(configuration) must be an absolute path, got \(named)"))
+            }
+            guard access(named, X_OK) == 0 else { return .failure(.notInstalled) }
+            if let reason = untrusted(named) { return .failure(.broken("the PIN dialog \(named) \(reason)")) }
+            return .success(named)
         }
-        for name in candidates { if let path = onPath(name) { return path } }
-        return nil
+        for path in candidates where access(path, X_OK) == 0 {
+            if let reason = untrusted(path) { return .failure(.broken("the PIN dialog \(path) \(reason)")) }
+            return .success(path)
+        }
+        return .failure(.notInstalled)
     }
 
-    static func onPath(_ name: String) -> String? {
-        let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
-            let candidate = "\(directory)/\(name)"
-            if access(candidate, X_OK) == 0 { return candidate }
+    /// The value of `CURFEW_PINENTRY=` in `path` (shell-style `KEY=value` lines, `#` comments, optional
+    /// quotes), or nil when the file is missing, not root's (`untrusted`) or names none.
+    static func configured(in path: String) -> String? {
+        guard untrusted(path) == nil else { return nil }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65_536 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
+        }
+        var value: String?
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let trimmed = line.drop { $0 == " " || $0 == "\t" }
+            guard trimmed.hasPrefix(configurationKey + "=") else { continue }
+            var text = trimmed.dropFirst(configurationKey.count + 1).reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }
+                .reversed().map { $0 }
+            if text.count >= 2, let first = text.first, first == "\"" || first == "'", text.last == first {
+                text = Array(text.dropFirst().dropLast())
+            }
+            // The last assignment wins, as in the shell.
+            value = String(text)
+        }
+        return value.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Why `path` could be changed by someone other than root, or nil when it cannot: the file (after
+    /// symbolic links) and every directory above it are owned by root and writable by no one else
+    /// (a directory with the sticky bit, like /tmp, may be: no one else can replace root's entries).
+    static func untrusted(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return "cannot be found" }
+        defer { free(real) }
+        var current = String(cString: real)
+        var info = stat()
+        guard stat(current, &info) == 0 else { return "cannot be found" }
+        guard info.st_mode & S_IFMT == S_IFREG else { return "is not a regular file" }
+        guard info.st_uid == 0, info.st_mode & 0o022 == 0 else { return "is not root's alone (\(current))" }
+        while current != "/" {
+            current = current.lastIndex(of: "/").map { $0 == current.startIndex ? "/" : String(current[..<$0]) } ?? "/"
+            guard stat(current, &info) == 0 else { return "cannot be found" }
+            let sticky = info.st_mode & S_ISVTX != 0
+            guard info.st_uid == 0, sticky || info.st_mode & 0o022 == 0 else { return "is in a directory that is not root's alone (\(current))" }
         }
         return nil
     }

@@ -132,6 +132,28 @@ public enum RequestTable {
         try Row.fetchOne(db, sql: "SELECT \(columns) FROM requests WHERE id = ?", arguments: [id]).map(request)
     }
 
+    /// Who answers a request with the parent's PIN typed on the child's screen (`approve-pin`).
+    public static let parentPIN = "parent-pin"
+
+    /// The newest request of `user` still waiting for an answer.
+    public static func latestPending(user: String, _ db: Database) throws -> TimeRequest? {
+        try Row.fetchOne(
+            db, sql: "SELECT \(columns) FROM requests WHERE user = ? AND status = 'pending' ORDER BY id DESC LIMIT 1",
+            arguments: [user]
+        ).map(request)
+    }
+
+    /// The minutes the parent's PIN approved for `user` in requests answered at or after `since`.
+    public static func minutesApprovedByPIN(user: String, since: Instant, _ db: Database) throws -> Int {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT COALESCE(SUM(granted_minutes), 0) FROM requests
+                WHERE user = ? AND status = 'approved' AND answered_by = ? AND answered_ms >= ?
+                """,
+            arguments: [user, parentPIN, since.milliseconds]) ?? 0
+    }
+
     /// Unanswered requests, oldest first.
     public static func pending(_ db: Database) throws -> [TimeRequest] {
         try Row.fetchAll(db, sql: "SELECT \(columns) FROM requests WHERE status = 'pending' ORDER BY id").map(request)

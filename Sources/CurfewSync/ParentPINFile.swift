@@ -4,8 +4,8 @@ import Foundation
 import _CryptoExtras
 
 /// The parent's PIN as this computer keeps it: `<state-dir>/parent-pin`, mode 0600, root's alone
-/// (the state directory is 0700), one JSON object with scrypt's parameters, a random salt and the
-/// derived bytes; never the PIN. Written by `curfew pin set` (atomically), read by the agent for
+/// (the state directory is 0700), one JSON object with scrypt's parameters, a random salt, the
+/// derived bytes and the most the PIN may approve in a day (`maxMinutesPerDay`); never the PIN. Written by `curfew pin set` (atomically), read by the agent for
 /// each `approve-pin`.
 public struct ParentPINHash: Sendable, Equatable {
     /// scrypt's cost (N), block size (r) and parallelism (p): 2^15 x 8 x 1 takes 32 MiB and a tenth
@@ -16,6 +16,9 @@ public struct ParentPINHash: Sendable, Equatable {
     public var parallelism: Int
     public var salt: [UInt8]
     public var hash: [UInt8]
+    /// The minutes the PIN may approve in any 24 hours (`curfew pin set --max-per-day`); a file
+    /// written before there was such a figure reads as `PINRules.defaultMaxMinutesPerDay`.
+    public var maxMinutesPerDay: Int
 
     public static let defaultCost = 1 << 15
     public static let fileName = "parent-pin"
@@ -25,11 +28,13 @@ public struct ParentPINHash: Sendable, Equatable {
     static let maxCost = 1 << 20
 
     /// A new hash of `pin` with a fresh random salt.
-    public static func make(pin: String, cost: Int = defaultCost) throws -> ParentPINHash {
+    public static func make(
+        pin: String, cost: Int = defaultCost, maxMinutesPerDay: Int = PINRules.defaultMaxMinutesPerDay
+    ) throws -> ParentPINHash {
         var generator = SystemRandomNumberGenerator()
         let salt = (0..<saltBytes).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let hash = try derive(pin, salt: salt, cost: cost, blockSize: 8, parallelism: 1)
-        return ParentPINHash(cost: cost, blockSize: 8, parallelism: 1, salt: salt, hash: hash)
+        return ParentPINHash(cost: cost, blockSize: 8, parallelism: 1, salt: salt, hash: hash, maxMinutesPerDay: maxMinutesPerDay)
     }
 
     /// Whether `pin` is the PIN this hash was made from; the comparison takes the same time whatever
@@ -49,7 +54,8 @@ public struct ParentPINHash: Sendable, Equatable {
         return key.withUnsafeBytes { Array($0) }
     }
 
-    /// The file's form: `{"N":...,"algorithm":"scrypt","hash":"<base64>","p":...,"r":...,"salt":"<base64>"}`.
+    /// The file's form:
+    /// `{"N":...,"algorithm":"scrypt","hash":"<base64>","maxMinutesPerDay":...,"p":...,"r":...,"salt":"<base64>"}`.
     struct FileForm: Codable {
         var algorithm: String
         var N: Int
@@ -57,13 +63,14 @@ public struct ParentPINHash: Sendable, Equatable {
         var p: Int
         var salt: String
         var hash: String
+        var maxMinutesPerDay: Int?
     }
 
     /// The file's bytes: its form in canonical JSON and a newline.
     public var fileBytes: [UInt8] {
         let form = FileForm(
             algorithm: "scrypt", N: cost, r: blockSize, p: parallelism, salt: Data(salt).base64EncodedString(),
-            hash: Data(hash).base64EncodedString())
+            hash: Data(hash).base64EncodedString(), maxMinutesPerDay: maxMinutesPerDay)
         return Array((JSONValueEncoder().value(of: form).canonicalString + "\n").utf8)
     }
 
@@ -73,12 +80,18 @@ public struct ParentPINHash: Sendable, Equatable {
         guard let form = try? JSONValueDecoder().decode(FileForm.self, from: String(decoding: fileBytes, as: UTF8.self)),
             form.algorithm == "scrypt", form.N >= 2, form.N <= Self.maxCost, form.N & (form.N - 1) == 0, (1...32).contains(form.r),
             (1...4).contains(form.p), let salt = Data(base64Encoded: form.salt), salt.count >= 8,
-            let hash = Data(base64Encoded: form.hash), hash.count == Self.hashBytes
+            let hash = Data(base64Encoded: form.hash), hash.count == Self.hashBytes,
+            PINRules.maxMinutesPerDay.contains(form.maxMinutesPerDay ?? PINRules.defaultMaxMinutesPerDay)
         else { return nil }
-        self.init(cost: form.N, blockSize: form.r, parallelism: form.p, salt: Array(salt), hash: Array(hash))
+        self.init(
+            cost: form.N, blockSize: form.r, parallelism: form.p, salt: Array(salt), hash: Array(hash),
+            maxMinutesPerDay: form.maxMinutesPerDay ?? PINRules.defaultMaxMinutesPerDay)
     }
 
-    public init(cost: Int, blockSize: Int, parallelism: Int, salt: [UInt8], hash: [UInt8]) {
+    public init(
+        cost: Int, blockSize: Int, parallelism: Int, salt: [UInt8], hash: [UInt8], maxMinutesPerDay: Int = PINRules.defaultMaxMinutesPerDay
+    ) {
+        self.maxMinutesPerDay = maxMinutesPerDay
         self.cost = cost
         self.blockSize = blockSize
         self.parallelism = parallelism

@@ -14,6 +14,29 @@ import Testing
         )
     }
 
+    @Test func theDailyMaximumIsKeptWithTheHash() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-pin-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let file = ParentPINFile(stateDirectory: root)
+        let hash = try ParentPINHash.make(pin: "2468", cost: 1024, maxMinutesPerDay: 30)
+        try file.store(hash)
+        #expect(try file.load().maxMinutesPerDay == 30)
+        #expect(String(decoding: hash.fileBytes, as: UTF8.self).contains(#""maxMinutesPerDay":30,"#))
+        // A file written before there was a maximum has the default one.
+        let salt = Data(hash.salt).base64EncodedString()
+        let digest = Data(hash.hash).base64EncodedString()
+        let older = #"{"N":1024,"algorithm":"scrypt","hash":"\#(digest)","p":1,"r":8,"salt":"\#(salt)"}"#
+        try Files.writeAtomically(Array(older.utf8), directory: root, name: ParentPINHash.fileName, mode: 0o600)
+        #expect(try file.load().maxMinutesPerDay == PINRules.defaultMaxMinutesPerDay)
+        #expect(try file.load().matches("2468"))
+        // A maximum out of range is a damaged file.
+        for maximum in ["0", "481", "-5"] {
+            let bad = #"{"N":1024,"algorithm":"scrypt","hash":"\#(digest)","maxMinutesPerDay":\#(maximum),"p":1,"r":8,"salt":"\#(salt)"}"#
+            try Files.writeAtomically(Array(bad.utf8), directory: root, name: ParentPINHash.fileName, mode: 0o600)
+            #expect(throws: ParentPINFile.LoadError.damaged(path: file.path)) { try file.load() }
+        }
+    }
+
     @Test func storesASaltedHashOnlyRootMayReadAndChecksIt() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("curfew-pin-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }

@@ -8,7 +8,8 @@ import Testing
 
 /// "A parent approves here…": `curfew pin set` by root, then the child's own `curfew-indicator` on
 /// their own session bus runs a pinentry stand-in (a script that speaks Assuan and types the PINs the
-/// test gives it) when its menu item is clicked through `com.canonical.dbusmenu.Event`; a real agent
+/// test gives it; root's, named in a configuration root owns, as /etc/default/curfew names the system's
+/// pinentry) when its menu item is clicked through `com.canonical.dbusmenu.Event`; a real agent
 /// checks the PIN for the real child account and publishes the grant.
 @Suite(
     .serialized,
@@ -22,9 +23,10 @@ struct ParentPINTests {
     /// The pinentry stand-in: logs every command it receives (the PIN travels the other way), answers
     /// the Nth GETPIN with line N of `answers`, cancels when there is none; `wait` holds the dialog
     /// open (a person who has not typed yet) until a file `release` exists, then cancels.
-    static let standIn = """
+    static func standIn(directory: String) -> String {
+        """
         #!/bin/sh
-        dir=$(dirname "$0")
+        dir='\(directory)'
         n=0
         echo "OK Pleased to meet you"
         while IFS= read -r line; do
@@ -43,6 +45,16 @@ struct ParentPINTests {
           esac
         done
         """
+    }
+
+    /// Which dialog the indicator is told of: the stand-in (root's, through `--config` and a
+    /// configuration file root owns), none (`/etc/default/curfew` as the machine has it), or `--config`
+    /// with another file.
+    enum Dialog {
+        case standIn
+        case system
+        case configuration(String)
+    }
 
     /// The child's session bus and their indicator, with the stand-in as its pinentry.
     final class Session {
@@ -52,20 +64,41 @@ struct ParentPINTests {
         var pids: [Int32] = []
         var itemName = ""
 
-        init(root: URL, user: Accounts.Account, socket: String) throws {
+        /// `childEnvironment`: what the child adds to the indicator's environment (`NAME=value`, taking
+        /// the place of the same name).
+        init(root: URL, user: Accounts.Account, socket: String, childEnvironment: [String] = [], dialog: Dialog = .standIn) throws {
             self.user = user
-            directory = root.appendingPathComponent("session-\(user.name)")
+            let name = UUID().uuidString.prefix(8)
+            directory = root.appendingPathComponent("session-\(user.name)-\(name)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let pinentry = directory.appendingPathComponent("pinentry-standin")
-            try Data(ParentPINTests.standIn.utf8).write(to: pinentry)
+            // The stand-in and its configuration are root's, in a directory only root may change.
+            let system = root.appendingPathComponent("system-\(name)")
+            try FileManager.default.createDirectory(at: system, withIntermediateDirectories: true)
+            chmod(system.path, 0o755)
+            let pinentry = system.appendingPathComponent("pinentry-standin")
+            try Data(ParentPINTests.standIn(directory: directory.path).utf8).write(to: pinentry)
             chmod(pinentry.path, 0o755)
+            let configuration = system.appendingPathComponent("curfew")
+            try Data("# as /etc/default/curfew names it\nCURFEW_PINENTRY=\(pinentry.path)\n".utf8).write(to: configuration)
+            chmod(configuration.path, 0o644)
             try Data().write(to: directory.appendingPathComponent("answers"))
             _ = try CurfewRunner.runTool("/bin/chown", ["-R", "\(user.uid):\(user.gid)", directory.path])
             busAddress = "unix:path=\(directory.path)/bus"
-            let environment = [
+            var environment = [
                 "PATH=/usr/bin:/bin", "HOME=\(directory.path)", "XDG_RUNTIME_DIR=\(directory.path)",
-                "DBUS_SESSION_BUS_ADDRESS=\(busAddress)", "CURFEW_PINENTRY=\(pinentry.path)",
+                "DBUS_SESSION_BUS_ADDRESS=\(busAddress)",
             ]
+            for variable in childEnvironment {
+                let key = variable.prefix { $0 != "=" } + "="
+                environment.removeAll { $0.hasPrefix(key) }
+                environment.append(variable)
+            }
+            let options: [String] =
+                switch dialog {
+                case .standIn: ["--config", configuration.path]
+                case .system: []
+                case .configuration(let path): ["--config", path]
+                }
             pids.append(
                 try spawnLogged(
                     "/usr/sbin/runuser",
@@ -76,7 +109,7 @@ struct ParentPINTests {
             let binary = CurfewRunner.binDirectory.appendingPathComponent("curfew-indicator").path
             pids.append(
                 try spawnLogged(
-                    "/usr/sbin/runuser", ["-u", user.name, "--", "/usr/bin/env", "-i"] + environment + [binary, "--socket", socket],
+                    "/usr/sbin/runuser", ["-u", user.name, "--", "/usr/bin/env", "-i"] + environment + [binary, "--socket", socket] + options,
                     environment: [:], log: root.appendingPathComponent("indicator.log").path))
             try waitUntil(seconds: 30, "the indicator is on the bus") {
                 let names = (try? self.busctl(["list", "--no-legend"])) ?? ""
