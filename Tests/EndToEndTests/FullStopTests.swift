@@ -1,0 +1,140 @@
+import CurfewLinux
+import CurfewTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Stops that leave nothing running, end to end with the real agent (no logind) and the real test
+/// account: a fork-hopper under a `logout` lockout, and a blocked game that ignores SIGTERM.
+extension EnforcementEndToEndTests {
+    /// PIDs of the processes of `uid` whose command line holds `marker`.
+    static func processes(of uid: UInt32, marked marker: String) -> [Int32] {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        var found: [Int32] = []
+        for entry in entries {
+            guard let pid = Int32(entry), case let status = readAll("/proc/\(pid)/status"),
+                let uidLine = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") }),
+                uidLine.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().first == Substring(String(uid)),
+                readAll("/proc/\(pid)/cmdline").contains(marker)
+            else { continue }
+            if status.contains("State:\tZ") { continue }
+            found.append(pid)
+        }
+        return found
+    }
+
+    /// The whole of a /proc file (whose size says 0), by read(2).
+    static func readAll(_ path: String) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Kills what a test left of `marker`'s processes.
+    static func killAll(of uid: UInt32, marked marker: String) {
+        for _ in 0..<200 {
+            let left = processes(of: uid, marked: marker)
+            if left.isEmpty { return }
+            for pid in left { kill(pid, SIGKILL) }
+            usleep(10_000)
+        }
+    }
+
+    /// A fork-hopper: each generation ignores SIGTERM, starts a new session, forks the next generation
+    /// and exits within 20 ms, so no sample of /proc holds a process for long. Under a `logout`
+    /// lockout without logind every process of the child ends, this one too, within the grace (1 s
+    /// here) and a pass of the enforcement.
+    @Test func aForkHopperIsGoneSoonAfterALogoutLockout() throws {
+        let (runner, account, _, _) = try setUp(limit: "15m")
+        defer { runner.cleanUp() }
+        try seedUsage(runner, user: account.name, milliseconds: 15 * 60 * 1000)
+        let marker = "hopper-\(getpid())"
+        let script = """
+            import os, signal, time
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                if os.fork():
+                    os._exit(0)
+                os.setsid()
+                time.sleep(0.02)
+            """
+        // The orphaned generations need an init that reaps them, as systemd does; this machine's PID 1
+        // may not, so a process of root's adopts and reaps them (PR_SET_CHILD_SUBREAPER) and starts the
+        // first generation as the child.
+        let reaper = """
+            import ctypes, os, sys
+            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+            uid, gid, script, marker = sys.argv[1:5]
+            if os.fork() == 0:
+                os.execv("/usr/bin/setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--",
+                    "/usr/bin/python3", "-c", script, marker])
+            while True:
+                try:
+                    os.wait()
+                except ChildProcessError:
+                    os.pause()
+            """
+        let adopter = try spawnLogged(
+            "/usr/bin/python3", ["-c", reaper, "\(account.uid)", "\(account.gid)", script, marker],
+            environment: ["PATH": "/usr/bin:/bin"], log: "/tmp/fullstop-reaper.log")
+        defer {
+            Self.killAll(of: account.uid, marked: marker)
+            kill(adopter, SIGKILL)
+            _ = waitForExit(adopter)
+        }
+        try waitUntil(seconds: 3, "the hopper's generations") { !Self.processes(of: account.uid, marked: marker).isEmpty }
+        let started = Date()
+        let agent = try agent(runner)
+        defer { _ = agent.stop() }
+        // Gone: none seen for 500 ms in a row.
+        var goneAt: Date? = nil
+        while Date().timeIntervalSince(started) < 15 {
+            if Self.processes(of: account.uid, marked: marker).isEmpty {
+                if goneAt == nil { goneAt = Date() }
+                if Date().timeIntervalSince(goneAt!) >= 0.5 { break }
+            } else {
+                goneAt = nil
+            }
+            usleep(5_000)
+        }
+        let gone = goneAt.map { $0.timeIntervalSince(started) }
+        print("fork-hopper gone \(gone.map { String(format: "%.3f", $0) } ?? "never (still running after 15 s)") s after the agent started")
+        #expect(gone != nil && gone! < 4, "the fork-hopper outlived the lockout\n\(agent.log)")
+    }
+
+    /// `trap '' TERM; exec game`: a blocked game that ignores SIGTERM is dead within a second of each
+    /// launch, whatever the stop grace (the default 2 s here): a blocked app gets SIGKILL at once.
+    @Test func aBlockedGameThatIgnoresSIGTERMDiesWithinASecondOfEachLaunch() throws {
+        let (runner, account, game, _) = try setUp(game: ["block", TestAccount.enforced, "testgame"])
+        defer { runner.cleanUp() }
+        let agent = try AgentProcess(
+            runner, extraEnvironment: ["TZ": "UTC"], logindBus: "none", arguments: ["--no-process-connector", "--stop-grace", "2"])
+        defer { _ = agent.stop() }
+        var lifetimes: [Double] = []
+        for index in 0..<6 {
+            let pid = try base.runAs(account, "/bin/sh", ["-c", "trap '' TERM; exec \(game) 600"])
+            let started = Date()
+            guard death(of: pid, within: 5) != nil else {
+                kill(pid, SIGKILL)
+                _ = waitForExit(pid)
+                Issue.record("launch \(index) still ran after 5 s\n\(agent.log)")
+                continue
+            }
+            lifetimes.append(Date().timeIntervalSince(started))
+        }
+        print("trap '' TERM; exec testgame: lifetimes \(lifetimes.map { String(format: "%.3f", $0) }) s")
+        #expect(lifetimes.count == 6)
+        #expect((lifetimes.max() ?? 99) < 1.0, "lifetimes: \(lifetimes.map { String(format: "%.3f", $0) })")
+    }
+}
