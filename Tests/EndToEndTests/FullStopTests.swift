@@ -10,23 +10,7 @@ import Testing
 /// Stops that leave nothing running, end to end with the real agent (no logind) and the real test
 /// account: a fork-hopper under a `logout` lockout, and a blocked game that ignores SIGTERM.
 extension EnforcementEndToEndTests {
-    /// PIDs of the processes of `uid` whose command line holds `marker`.
-    static func processes(of uid: UInt32, marked marker: String) -> [Int32] {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-        var found: [Int32] = []
-        for entry in entries {
-            guard let pid = Int32(entry), case let status = readAll("/proc/\(pid)/status"),
-                let uidLine = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") }),
-                uidLine.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().first == Substring(String(uid)),
-                readAll("/proc/\(pid)/cmdline").contains(marker)
-            else { continue }
-            if status.contains("State:\tZ") { continue }
-            found.append(pid)
-        }
-        return found
-    }
-
-    /// The whole of a /proc file (whose size says 0), by read(2).
+    /// The whole of a file, by read(2): the reaper's log, growing while it is read.
     static func readAll(_ path: String) -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return "" }
@@ -39,16 +23,6 @@ extension EnforcementEndToEndTests {
             bytes += buffer[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// Kills what a test left of `marker`'s processes.
-    static func killAll(of uid: UInt32, marked marker: String) {
-        for _ in 0..<200 {
-            let left = processes(of: uid, marked: marker)
-            if left.isEmpty { return }
-            for pid in left { kill(pid, SIGKILL) }
-            usleep(10_000)
-        }
     }
 
     /// A fork-hopper: each generation ignores SIGTERM, starts a new session, forks the next generation
