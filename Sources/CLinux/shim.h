@@ -41,4 +41,33 @@ extern int timerfd_settime(int __ufd, int __flags, const struct itimerspec *__ut
 // module does not include <sys/fanotify.h>; it declares nothing the Glibc module also declares.
 #include <sys/fanotify.h>
 
+// Signalling every process of a user as that user (kill(2) with pid -1 from a helper that took the
+// user's uid): `curfew_signal_every_process_as` below. Only system calls, no glibc state: the helper
+// is a raw clone(2) of a multithreaded process, in which only async-signal-safe work is allowed.
+#include <errno.h>
+#include <sys/syscall.h>
+extern long syscall(long __sysno, ...);
+
+// Starts a helper process (clone(2) with SIGCHLD, no new stack: a copy of this one, like fork(2) but
+// without glibc's fork handlers) that closes every descriptor it inherited, drops its supplementary
+// groups, takes `gid` and `uid` as its real, effective and saved ids, and sends `sig` to every process
+// it may signal: kill(-1, sig). As an unprivileged user that is every process whose real or saved uid
+// is `uid` (and every process in the user namespaces `uid` owns), in one pass under the kernel's task
+// list lock, so a process forking meanwhile cannot slip out. The helper never signals as root: it
+// exits 125 if any id change fails or it is still uid 0. Its exit status: 0 signalled, 3 none to
+// signal (ESRCH), 124 another kill(2) error.
+// Returns the helper's PID (the caller reaps it), or -1 with errno.
+static inline int curfew_signal_every_process_as(unsigned int uid, unsigned int gid, int sig) {
+    long pid = syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
+    if (pid != 0) return (int)pid;
+    syscall(SYS_close_range, 0L, (long)~0U, 0L);
+    if (uid == 0 || syscall(SYS_setgroups, 0L, 0L) != 0 || syscall(SYS_setresgid, (long)gid, (long)gid, (long)gid) != 0
+        || syscall(SYS_setresuid, (long)uid, (long)uid, (long)uid) != 0 || syscall(SYS_getuid) == 0 || syscall(SYS_geteuid) == 0) {
+        syscall(SYS_exit_group, 125L);
+    }
+    long result = syscall(SYS_kill, -1L, (long)sig);
+    syscall(SYS_exit_group, result == 0 ? 0L : (errno == ESRCH ? 3L : 124L));
+    return -1;
+}
+
 #endif

@@ -52,6 +52,11 @@ final class AppEnforcement {
     let execGuard: ExecGuard?
     /// What was last given to the exec guard.
     var publishedExecRules: PublishedRules? = nil
+    /// uid -> when (monotonic ms) the user's current lockout began: the grace counts from then
+    /// (LockoutKill.swift).
+    var lockoutSince: [UInt32: Int64] = [:]
+    /// uid -> when every process of the user was last killed at once.
+    var lastUserKill: [UInt32: Int64] = [:]
 
     var systemZone: ZoneRules { .system }
 
@@ -92,9 +97,11 @@ final class AppEnforcement {
         let policies = state.policies
         let monotonic = clock().monotonic
         var enforced = Set<UInt32>()
+        var lockedOut = Set<UInt32>()
         defer {
             enforcedUIDs = enforced
             mayStopSomething = !enforced.isEmpty
+            noteLockouts(lockedOut, monotonic: monotonic)
         }
         guard !policies.isEmpty else { return }
         // The rules matching uses come from the tracker's `observe`, which every policy change reaches
@@ -107,11 +114,9 @@ final class AppEnforcement {
             else { continue }
             // Most passes have nothing to stop: no app rules, and use is allowed.
             let hasAppRules = schedule.policy.apps.contains { $0.rule != .allow }
-            if !hasAppRules
-                && schedule.state(at: now, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
-            {
-                continue
-            }
+            let allowed = schedule.state(at: now, usage: live[user]?.scheduleUsage ?? ScheduleUsage(daySeconds: 0)) == .allowed
+            if !allowed { lockedOut.insert(account.uid) }
+            if !hasAppRules && allowed { continue }
             enforced.insert(account.uid)
             var mine: [TrackedProcess] = []
             for process in processes.values where watch.ownerUID(process.uid) == account.uid {
@@ -133,12 +138,25 @@ final class AppEnforcement {
             for app in Set(appOf.values) where reasons[app] == nil && sweep.stops(app, policy: schedule.policy) {
                 reasons[app] = .lockout(plan.decision.state)
             }
+            // Past the grace, a sweep without logind kills every process of the child at once, as the
+            // child: a fork-hopper's next generation cannot escape it (LockoutKill.swift).
+            var killedAtOnce = false
+            if sweep == .allButAllowed, grace(for: .lockout(plan.decision.state), uid: account.uid, monotonic: monotonic) == 0,
+                mine.contains(where: { appOf[$0.pid].map { sweep.stops($0, policy: schedule.policy) } ?? false })
+            {
+                killedAtOnce = killEveryProcess(
+                    of: account, user: user, sparing: { schedule.policy.rule(for: self.app(of: $0)) == .allow }, mine: mine,
+                    monotonic: monotonic)
+            }
             for (app, reason) in reasons.sorted(by: { $0.key < $1.key }) {
                 let roots = mine.filter { appOf[$0.pid] == app }.map { ProcessRef(pid: $0.pid, startTime: $0.startTime) }
                 let targets = ProcessTree.withDescendants(of: roots, in: sampler.cached).filter {
                     sampler.cached[$0.pid].map { watch.ownerUID($0.uid) } == account.uid
                 }
-                let signalled = stopper.stop(targets, nowMonotonic: monotonic)
+                var signalled = stopper.stop(
+                    targets, nowMonotonic: monotonic, grace: grace(for: reason, uid: account.uid, monotonic: monotonic))
+                // What the helper killed is dead already; it was stopped all the same.
+                if killedAtOnce, case .lockout = reason { signalled = targets }
                 guard !signalled.isEmpty else { continue }
                 stopped(
                     app: app, reason: reason, user: user, processes: signalled, now: now, monotonic: monotonic, events: &events)

@@ -90,8 +90,19 @@ public enum ChildMessages {
         "\(user) may not log in now: \(reason)." + (again.map { " You may log in again \($0)." } ?? "")
     }
 
-    /// The text as one line: line breaks and other control characters become spaces.
+    /// The text as one line: line breaks and other control characters become spaces, and layout
+    /// controls (a right-to-left override in an app's name) are shown escaped, `\u{202e}`.
     public static func oneLine(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { UntrustedText.isControl($0) ? " " : $0 }))
+        var output = ""
+        for scalar in text.unicodeScalars {
+            if UntrustedText.isControl(scalar) {
+                output += " "
+            } else if UntrustedText.isLayoutControl(scalar) {
+                output += UntrustedText.terminal(String(scalar))
+            } else {
+                output.unicodeScalars.append(scalar)
+            }
+        }
+        return output
     }
 }

@@ -331,7 +331,10 @@ extension JSONValue {
 
     public var canonicalString: String { String(decoding: canonicalBytes, as: UTF8.self) }
 
-    /// Two-space indented, keys in document order, for people.
+    /// Two-space indented, keys in document order, for people: DEL, C1 controls and layout controls
+    /// (`UntrustedText.isLayoutControl`: a right-to-left override, a zero-width space) are written as
+    /// `\u` escapes, so the text read back is exact and what a terminal shows is neither reordered nor
+    /// hidden.
     public var prettyString: String {
         var out: [UInt8] = []
         write(into: &out, pretty: true, sorted: false, indent: 0)
@@ -343,7 +346,7 @@ extension JSONValue {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value): out.append(contentsOf: String(value).utf8)
-        case .string(let value): Self.writeString(value, into: &out)
+        case .string(let value): Self.writeString(value, into: &out, forPeople: pretty)
         case .array(let elements):
             // Short lists of scalars stay on one line in pretty output ([15, 5, 1]).
             let inline = !pretty || elements.allSatisfy { !$0.isContainer }
@@ -362,7 +365,7 @@ extension JSONValue {
             for (index, entry) in entries.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 if pretty { Self.newline(&out, indent + 1) }
-                Self.writeString(entry.key, into: &out)
+                Self.writeString(entry.key, into: &out, forPeople: pretty)
                 out.append(UInt8(ascii: ":"))
                 if pretty { out.append(0x20) }
                 entry.value.write(into: &out, pretty: pretty, sorted: sorted, indent: indent + 1)
@@ -384,14 +387,35 @@ extension JSONValue {
         out.append(contentsOf: repeatElement(0x20, count: indent * 2))
     }
 
-    private static func writeString(_ value: String, into out: inout [UInt8]) {
+    private static func writeString(_ value: String, into out: inout [UInt8], forPeople: Bool) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy their bytes at once.
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || (forPeople && $0 >= 0x7F) }) {
             out.append(contentsOf: value.utf8)
             out.append(UInt8(ascii: "\""))
             return
         }
+        if forPeople && value.unicodeScalars.contains(where: { $0.value >= 0x7F && (UntrustedText.isControl($0) || UntrustedText.isLayoutControl($0)) }) {
+            for scalar in value.unicodeScalars {
+                guard scalar.value >= 0x7F && (UntrustedText.isControl(scalar) || UntrustedText.isLayoutControl(scalar)) else {
+                    writeEscaped(String(scalar), into: &out)
+                    continue
+                }
+                // UTF-16 code units: a scalar past U+FFFF (a tag character) as its surrogate pair.
+                for unit in String(scalar).utf16 {
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
+                    for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigits[Int((unit >> UInt16(shift)) & 0xF)]) }
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        writeEscaped(value, into: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// The bytes of `value` with the escapes JSON requires (quote, backslash, C0).
+    private static func writeEscaped(_ value: String, into out: inout [UInt8]) {
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(0x5C); out.append(UInt8(ascii: "\""))
@@ -406,7 +430,6 @@ extension JSONValue {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

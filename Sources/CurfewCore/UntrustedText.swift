@@ -1,7 +1,8 @@
 /// Text that a child or a process controls (a request's reason, a program's file name, a host name
 /// from the shared directory), made safe for each form it is written in. This is the one place that
-/// knows how: table and line output, CSV and HTML all call it; JSON needs nothing (`JSONValue`
-/// escapes every control character and keeps the text exact).
+/// knows how: table and line output, CSV and HTML all call it; JSON keeps the text exact, and its
+/// pretty form for people (`JSONValue.prettyString`) writes control and layout characters as `\u`
+/// escapes.
 public enum UntrustedText {
     public enum Form: Sendable, CaseIterable {
         /// Table and line output for a terminal: no control character reaches it.
@@ -26,14 +27,22 @@ public enum UntrustedText {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
-    /// Invisible characters that reorder or break what follows on the screen: bidirectional
-    /// overrides and isolates ("Trojan Source"), and the Unicode line and paragraph separators.
-    static func isLayoutControl(_ scalar: Unicode.Scalar) -> Bool {
+    /// Invisible characters that reorder, hide or break what is shown: the bidirectional marks,
+    /// embeddings, overrides and isolates ("Trojan Source": U+061C, U+200E, U+200F, U+202A-U+202E,
+    /// U+2066-U+2069), every other invisible format character (Unicode general category Cf: soft
+    /// hyphen, zero-width space, word joiner, byte order mark, tags, ...) but the zero-width joiner and
+    /// non-joiner (U+200C, U+200D), which emoji and several scripts need and which move nothing, and the
+    /// Unicode line and paragraph separators.
+    public static func isLayoutControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
-        default: false
+        case 0..<0xAD, 0x200C, 0x200D: false
+        case 0x2028, 0x2029: true
+        default: scalar.properties.generalCategory == .format
         }
     }
+
+    /// `\u{202e}`: how a layout control is shown in every form but JSON.
+    static func shown(_ scalar: Unicode.Scalar) -> String { "\\u{" + hex(scalar.value, digits: 1) + "}" }
 
     public static func containsControlCharacters(_ text: String) -> Bool {
         text.unicodeScalars.contains(where: isControl)
@@ -55,7 +64,7 @@ public enum UntrustedText {
                 if scalar.value < 0x20 || scalar.value == 0x7F {
                     output += "\\x" + hex(scalar.value, digits: 2)
                 } else if isControl(scalar) || isLayoutControl(scalar) {
-                    output += "\\u{" + hex(scalar.value, digits: 1) + "}"
+                    output += shown(scalar)
                 } else {
                     output.unicodeScalars.append(scalar)
                 }
@@ -92,7 +101,8 @@ public enum UntrustedText {
 
     /// HTML text and double- or single-quoted attribute values: `&<>"'` as character references;
     /// control characters (other than tab and newline), DEL and C1, which HTML does not allow, as
-    /// U+FFFD.
+    /// U+FFFD; layout controls (a right-to-left override, a zero-width space) shown as in `terminal`,
+    /// `\u{202e}`, so they neither reorder nor hide what the page shows.
     public static func html(_ text: String) -> String {
         var output = ""
         output.reserveCapacity(text.utf8.count)
@@ -107,6 +117,8 @@ public enum UntrustedText {
             default:
                 if isControl(scalar) {
                     output += "\u{FFFD}"
+                } else if isLayoutControl(scalar) {
+                    output += shown(scalar)
                 } else {
                     output.unicodeScalars.append(scalar)
                 }

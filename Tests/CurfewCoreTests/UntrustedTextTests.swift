@@ -74,6 +74,32 @@ struct UntrustedTextTests {
         #expect(UntrustedText.escaped(input, for: .html) == expected)
     }
 
+    @Test(
+        "layout controls (bidi overrides, isolates, invisible format characters) are shown escaped in every form",
+        arguments: [
+            // (input, terminal and HTML, JSON for people)
+            ("game\u{202E}txt.exe", "game\\u{202e}txt.exe", "\"game\\u202etxt.exe\""),
+            ("\u{202A}\u{202B}\u{202C}\u{202D}", "\\u{202a}\\u{202b}\\u{202c}\\u{202d}", "\"\\u202a\\u202b\\u202c\\u202d\""),
+            ("\u{2066}a\u{2067}b\u{2068}c\u{2069}", "\\u{2066}a\\u{2067}b\\u{2068}c\\u{2069}", "\"\\u2066a\\u2067b\\u2068c\\u2069\""),
+            ("lrm\u{200E}rlm\u{200F}alm\u{061C}", "lrm\\u{200e}rlm\\u{200f}alm\\u{61c}", "\"lrm\\u200erlm\\u200falm\\u061c\""),
+            ("zw\u{200B}sp\u{2060}bom\u{FEFF}shy\u{AD}", "zw\\u{200b}sp\\u{2060}bom\\u{feff}shy\\u{ad}", "\"zw\\u200bsp\\u2060bom\\ufeffshy\\u00ad\""),
+            ("tag\u{E0041}", "tag\\u{e0041}", "\"tag\\udb40\\udc41\""),
+            ("line\u{2028}para\u{2029}", "line\\u{2028}para\\u{2029}", "\"line\\u2028para\\u2029\""),
+            // What joins without moving anything stays: emoji and scripts need it.
+            ("👩\u{200D}💻 می\u{200C}خواهم", "👩\u{200D}💻 می\u{200C}خواهم", "\"👩\u{200D}💻 می\u{200C}خواهم\""),
+            ("Größe 漢字 שלום", "Größe 漢字 שלום", "\"Größe 漢字 שלום\""),
+        ])
+    func layoutControls(input: String, shown: String, json: String) throws {
+        #expect(UntrustedText.terminal(input) == shown)
+        #expect(UntrustedText.html(input) == shown)
+        #expect(UntrustedText.csvCell(input) == shown)
+        #expect(ChildMessages.oneLine(input) == shown)
+        #expect(JSONValue.string(input).prettyString == json)
+        // The canonical form (signed bytes) keeps the text as it is, and both read back exact.
+        #expect(JSONValue.string(input).canonicalString == "\"\(input)\"")
+        #expect(try JSONValue.parse(Array(JSONValue.string(input).prettyString.utf8)) == .string(input))
+    }
+
     @Test("control characters are C0, DEL and C1 only")
     func controls() {
         let controls = (0...0x10FFFF).compactMap(Unicode.Scalar.init).filter(UntrustedText.isControl).map(\.value)

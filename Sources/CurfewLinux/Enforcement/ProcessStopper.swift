@@ -1,9 +1,11 @@
 import Glibc
 import CLinux
+import SystemPackage
 
-/// Stops processes the way docs/design.md's enforcement asks: SIGTERM at once, SIGKILL after a grace if
-/// they are still there, every signal through a pidfd taken when the stop began, so a PID reused in
-/// the meantime is never hit.
+/// Stops processes the way docs/design.md's enforcement asks: SIGTERM at once and SIGKILL after a grace
+/// if they are still there, or SIGKILL at once when the stop has no grace (a blocked app, an app over
+/// its limit), every signal through a pidfd taken when the stop began, so a PID reused in the meantime
+/// is never hit.
 ///
 /// Owned by one thread (not Sendable); the caller passes the monotonic clock in milliseconds
 /// (`ClockReading.monotonic`) and calls `poll` regularly (each tick) to deliver the SIGKILLs.
@@ -32,20 +34,44 @@ public final class ProcessStopper {
     public func isStopping(_ ref: ProcessRef) -> Bool { refs.contains(ref) }
 
     /// Opens a pidfd for each target not already being stopped and sends it SIGTERM; its SIGKILL is due
-    /// `graceMilliseconds` after `nowMonotonic`. Targets that are gone, are zombies, or whose PID now
-    /// belongs to a process with another start time are skipped, as are ones the kernel refuses to
-    /// signal. Returns the refs signalled now, in the order given.
-    public func stop(_ targets: [ProcessRef], nowMonotonic: Int64) -> [ProcessRef] {
+    /// `grace` (`graceMilliseconds` when nil) after `nowMonotonic`. With a grace of 0 or less the
+    /// target gets SIGKILL at once, and no SIGTERM; a target already being stopped whose SIGKILL is
+    /// not sent yet gets it now. Targets that are gone, are zombies, or whose PID now belongs to a
+    /// process with another start time are skipped, as are ones the kernel refuses to signal. Returns
+    /// the refs signalled now, in the order given.
+    public func stop(_ targets: [ProcessRef], nowMonotonic: Int64, grace: Int64? = nil) -> [ProcessRef] {
+        let grace = grace ?? graceMilliseconds
+        let signal = grace > 0 ? SIGTERM : SIGKILL
         var signalled: [ProcessRef] = []
-        for ref in targets where !refs.contains(ref) {
+        for ref in targets {
+            if refs.contains(ref) {
+                // Being stopped with a grace: no grace any more.
+                guard grace <= 0, let index = stopping.firstIndex(where: { $0.handle.ref == ref }), !stopping[index].killed
+                else { continue }
+                stopping[index].killed = true
+                if (try? stopping[index].handle.signal(SIGKILL)) == true { signalled.append(ref) }
+                continue
+            }
             guard let handle = try? ProcessHandle.open(ref, procRoot: procRoot), !handle.hasExited,
-                (try? handle.signal(SIGTERM)) == true
+                (try? handle.signal(signal)) == true
             else { continue }
-            stopping.append(Stopping(handle: handle, deadline: nowMonotonic + graceMilliseconds, killed: false))
+            stopping.append(Stopping(handle: handle, deadline: nowMonotonic + grace, killed: grace <= 0))
             refs.insert(ref)
             signalled.append(ref)
         }
         return signalled
+    }
+
+    /// Sends `signal` through a pidfd to each of `targets` (SIGCONT to a process a freeze stopped, say),
+    /// skipping the ones gone or reused; how many were signalled.
+    @discardableResult
+    public func send(_ signal: Int32, to targets: [ProcessRef]) -> Int {
+        var count = 0
+        for ref in targets {
+            guard let handle = try? ProcessHandle.open(ref, procRoot: procRoot), (try? handle.signal(signal)) == true else { continue }
+            count += 1
+        }
+        return count
     }
 
     /// Forgets the processes that have exited and sends SIGKILL to those past their deadline that have
@@ -104,5 +130,40 @@ public enum ProcessTree {
             }
         }
         return result
+    }
+}
+
+/// Every process of one user at once, signalled as that user: what ends a fork-hopper, whose
+/// generations live shorter than any sample of /proc.
+public enum UserProcesses {
+    /// Sends `signal` to every process the user `uid` may signal, from a helper process that takes the
+    /// user's uid and gid and calls kill(-1, `signal`) (`curfew_signal_every_process_as`): every process
+    /// whose real or saved uid is `uid`, setuid programs the user started and every process in the user
+    /// namespaces the user owns (their subordinate uids there) included, in one pass of the kernel's
+    /// task list that a process forking meanwhile cannot slip out of. Never root's: uid 0 is refused.
+    ///
+    /// True when some process was signalled, false when the user had none; throws EPERM for uid 0, or
+    /// what clone(2) or waitpid(2) say, or EIO when the helper could not take the user's ids.
+    @discardableResult
+    public static func signalEvery(uid: UInt32, gid: UInt32, signal: Int32) throws(LinuxError) -> Bool {
+        guard uid != 0 else { throw LinuxError(operation: "signal every process of uid 0", errno: .notPermitted) }
+        let helper = try LinuxError.check("clone a helper to signal uid \(uid)") { curfew_signal_every_process_as(uid, gid, signal) }
+        var status: Int32 = 0
+        do {
+            _ = try LinuxError.check("waitpid \(helper)") { waitpid(helper, &status, 0) }
+        } catch where error.errno == .noChildProcess {
+            // Reaped by someone else: the signal went out all the same (or the user had nothing left).
+            return true
+        }
+        // WIFEXITED and WEXITSTATUS, which Swift does not import.
+        guard status & 0x7F == 0 else {
+            throw LinuxError(operation: "signal every process of uid \(uid): helper died of signal \(status & 0x7F)", errno: .ioError)
+        }
+        switch (status >> 8) & 0xFF {
+        case 0: return true
+        case 3: return false
+        case let code:
+            throw LinuxError(operation: "signal every process of uid \(uid): helper exited \(code)", errno: .ioError)
+        }
     }
 }
