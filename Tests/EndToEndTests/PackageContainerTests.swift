@@ -418,12 +418,13 @@ extension BootedContainer {
         let suRootLocked = try suThroughTerminal(from: Self.parent, to: "root")
         #expect(suRootLocked.status == 0 && suRootLocked.output.hasSuffix("root\n"), "su root while kid is locked out: \(suRootLocked)")
         // kid's own su to kid (a login of kid's) gets nowhere: under the logout lockout every process of
-        // kid's ends (the lockout by cause), so the su kid starts is either stopped before it asks PAM or refused
-        // by PAM with the reason on kid's terminal; never a shell.
+        // kid's ends (the lockout by cause), so the su kid starts is either stopped before it asks PAM
+        // (SIGTERM within the grace, SIGKILL after it) or refused by PAM with the reason on kid's
+        // terminal; never a shell.
         let kidSu = try suThroughTerminal(from: "kid", to: "kid")
         #expect(
             kidSu.status != 0 && !kidSu.output.hasSuffix("kid\n")
-                && (kidSu.output.contains("Curfew: kid may not log in now") || kidSu.status == 143),
+                && (kidSu.output.contains("Curfew: kid may not log in now") || kidSu.status == 143 || kidSu.status == 137),
             "kid's su at the limit: \(kidSu)")
 
         // The network lockout as the unit ships the agent (its capabilities and system-call filter, with
