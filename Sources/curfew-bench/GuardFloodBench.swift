@@ -25,7 +25,8 @@ func runGuardFloodBenchmark(root: String, account: BenchAccount, seconds: Double
     try Data(noteHeavyFile()).write(to: URL(fileURLWithPath: crafted))
     chmod(crafted, 0o755)
     let script = "\(home)/flood.pl"
-    try Data(guardFloodScript.utf8).write(to: URL(fileURLWithPath: script))
+    // The flood the end-to-end test runs (Tests/Bench/guard_flood.pl).
+    try FileManager.default.copyItem(atPath: "\(packageRoot)/Tests/Bench/guard_flood.pl", toPath: script)
     for path in [home, "\(home)/.steam", "\(home)/.steam/steamapps", "\(home)/.steam/steamapps/common", launcher, crafted, script] {
         chown(path, account.uid, account.gid)
     }
@@ -117,28 +118,3 @@ func noteHeavyFile(size: Int = 1_536 * 1024) -> [UInt8] {
     return bytes
 }
 
-/// The child's flood (perl): a session of its own, WORKERS processes exec'ing CRAFTED in a loop, and a
-/// new copy of sleep (one byte appended) run under DIRECTORY every 0.3 s.
-let guardFloodScript = #"""
-    use strict; no warnings; use POSIX ();
-    POSIX::setsid();
-    my ($crafted, $workers, $dir) = @ARGV;
-    # execve(2) itself: perl's exec (execvp) hands a file the kernel refuses to sh.
-    my $execve = (POSIX::uname())[4] eq "aarch64" ? 221 : 59;
-    for (1..$workers) {
-        my $pid = fork();
-        if (defined $pid && $pid == 0) { my $path = "$crafted"; while (1) { syscall($execve, $path, 0, 0); } }
-    }
-    my $i = 0;
-    while (1) {
-        $i++;
-        my $binary = "$dir/tool$i";
-        system("/bin/cp", "/bin/sleep", $binary);
-        open(my $out, ">>", $binary); print $out "$i"; close($out);
-        chmod(0755, $binary);
-        my $pid = fork();
-        if (defined $pid && $pid == 0) { exec { $binary } ($binary, "0.2"); POSIX::_exit(0); }
-        while (waitpid(-1, POSIX::WNOHANG()) > 0) {}
-        select(undef, undef, undef, 0.3);
-    }
-    """#

@@ -44,33 +44,6 @@ extension ExecGuardEndToEndTests {
         return bytes
     }
 
-    /// The flood, as the child runs it (perl, part of every Debian system): a session of its own (as a
-    /// child's desktop session is), `workers` processes exec'ing `crafted` in a loop, and a new copy of
-    /// sleep (one byte appended: a new identity) run under `launcherDirectory` every 0.3 s.
-    static let floodScript = #"""
-        use strict; no warnings; use POSIX ();
-        POSIX::setsid();
-        my ($crafted, $workers, $dir) = @ARGV;
-        # execve(2) itself: perl's exec (execvp) hands a file the kernel refuses to sh.
-        my $execve = (POSIX::uname())[4] eq "aarch64" ? 221 : 59;
-        for (1..$workers) {
-            my $pid = fork();
-            if (defined $pid && $pid == 0) { my $path = "$crafted"; while (1) { syscall($execve, $path, 0, 0); } }
-        }
-        my $i = 0;
-        while (1) {
-            $i++;
-            my $binary = "$dir/tool$i";
-            system("/bin/cp", "/bin/sleep", $binary);
-            open(my $out, ">>", $binary); print $out "$i"; close($out);
-            chmod(0755, $binary);
-            my $pid = fork();
-            if (defined $pid && $pid == 0) { exec { $binary } ($binary, "0.2"); POSIX::_exit(0); }
-            while (waitpid(-1, POSIX::WNOHANG()) > 0) {}
-            select(undef, undef, undef, 0.3);
-        }
-        """#
-
     static func percentile(_ samples: [Double], _ fraction: Double) -> Double {
         let sorted = samples.sorted()
         guard !sorted.isEmpty else { return .nan }
@@ -117,7 +90,8 @@ extension ExecGuardEndToEndTests {
         try Data(Self.noteHeavyFile()).write(to: URL(fileURLWithPath: crafted))
         chmod(crafted, 0o755)
         let script = "\(home)/flood.pl"
-        try Data(Self.floodScript.utf8).write(to: URL(fileURLWithPath: script))
+        try FileManager.default.copyItem(
+            atPath: CurfewRunner.repositoryRoot.appendingPathComponent("Tests/Bench/guard_flood.pl").path, toPath: script)
         for path in [home, "\(home)/.steam", "\(home)/.steam/steamapps", "\(home)/.steam/steamapps/common", launcherDirectory, crafted, script] {
             chown(path, child.uid, child.gid)
         }

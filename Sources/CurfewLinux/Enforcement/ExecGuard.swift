@@ -259,7 +259,7 @@ public final class ExecGuard: Sendable {
         // Preallocated: a batch of events, what was decided of each, a decision's buffers.
         let eventSize = MemoryLayout<fanotify_event_metadata>.size
         let events = UnsafeMutableRawPointer.allocate(byteCount: eventSize * Self.batchCapacity, alignment: 8)
-        let fds = UnsafeMutablePointer<Int32>.allocate(capacity: Self.batchCapacity)
+        let fds = UnsafeMutablePointer<FileDescriptor>.allocate(capacity: Self.batchCapacity)
         let pids = UnsafeMutablePointer<Int32>.allocate(capacity: Self.batchCapacity)
         /// Per event: the managed user's uid it belongs to, or -1 (answered in the first pass).
         let owners = UnsafeMutablePointer<Int64>.allocate(capacity: Self.batchCapacity)
@@ -328,11 +328,12 @@ public final class ExecGuard: Sendable {
                     offset += max(Int(metadata.event_len), eventSize)
                     guard metadata.fd >= 0 else { continue }
                     guard metadata.vers == UInt8(FANOTIFY_METADATA_VERSION) else {
-                        respond(fd: FileDescriptor(rawValue: metadata.fd), response: UInt32(FAN_ALLOW))
-                        _ = close(metadata.fd)
+                        let fd = FileDescriptor(rawValue: metadata.fd)
+                        respond(fd: fd, response: UInt32(FAN_ALLOW))
+                        try? fd.close()
                         continue
                     }
-                    fds[count] = metadata.fd
+                    fds[count] = FileDescriptor(rawValue: metadata.fd)
                     pids[count] = metadata.pid
                     owners[count] = -1
                     answers[count] = 0
@@ -351,13 +352,13 @@ public final class ExecGuard: Sendable {
 
     /// Answers a batch of `count` events (`fds`, `pids`), then closes their descriptors: see `run`.
     func answerBatch(
-        count: Int, fds: UnsafeMutablePointer<Int32>, pids: UnsafeMutablePointer<Int32>, owners: UnsafeMutablePointer<Int64>,
+        count: Int, fds: UnsafeMutablePointer<FileDescriptor>, pids: UnsafeMutablePointer<Int32>, owners: UnsafeMutablePointer<Int64>,
         answers: UnsafeMutablePointer<UInt8>, ownPID: Int32, procDirectory: Int32, scratch: Scratch
     ) {
         guard count > 0 else { return }
         inFlight.withLock { batch in
             for index in 0..<count {
-                batch.tokens[index] = Int64(fds[index]) + 1
+                batch.tokens[index] = Int64(fds[index].rawValue) + 1
                 batch.pids[index] = pids[index]
             }
             batch.count = count
@@ -414,21 +415,21 @@ public final class ExecGuard: Sendable {
         }
         // After the answers: a file nobody is denied now is not shown to the guard again.
         for index in 0..<count {
-            if answers[index] == 1 { ignoreIfAllowedToAll(fd: FileDescriptor(rawValue: fds[index]), rules: rules, scratch: scratch) }
-            _ = close(fds[index])
+            if answers[index] == 1 { ignoreIfAllowedToAll(fd: fds[index], rules: rules, scratch: scratch) }
+            try? fds[index].close()
         }
     }
 
     /// Answers event `index` of the batch unless the watchdog took it; whether this thread answered.
-    func answer(_ index: Int, fd: Int32, response: UInt32) -> Bool {
-        let token = Int64(fd) + 1
+    func answer(_ index: Int, fd: FileDescriptor, response: UInt32) -> Bool {
+        let token = Int64(fd.rawValue) + 1
         let mine = inFlight.withLock { batch -> Bool in
             guard batch.tokens[index] == token else { return false }
             batch.tokens[index] = 0
             return true
         }
         if mine {
-            respond(fd: FileDescriptor(rawValue: fd), response: response)
+            respond(fd: fd, response: response)
             if response == UInt32(FAN_DENY) { denied.add(1, ordering: .relaxed) } else { allowed.add(1, ordering: .relaxed) }
         }
         return mine
@@ -450,7 +451,7 @@ public final class ExecGuard: Sendable {
     /// as the kernel has them (`statWithoutSync`), its identity only if `FileIdentityCache` read it
     /// before (a file not known yet is handed to `runIdentifier`, off this thread, and is known at
     /// its next exec), its path (`/proc/self/fd/N`; ` (deleted)` is ignored by matching).
-    func decide(fd: Int32, owner: UInt32, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
+    func decide(fd: FileDescriptor, owner: UInt32, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
         guard let file = Self.statWithoutSync(fd) else { return nil }
         let known = identities.cachedIdentity(of: file)?.all
         if known == nil { queueForIdentity(fd: fd, file: file) }
@@ -459,8 +460,8 @@ public final class ExecGuard: Sendable {
     }
 
     /// The path of the open file `fd`, through `/proc/self/fd/N`.
-    static func path(of fd: Int32, scratch: Scratch) -> String? {
-        writeDecimal(fd, prefix: "/proc/self/fd/", into: scratch.name)
+    static func path(of fd: FileDescriptor, scratch: Scratch) -> String? {
+        writeDecimal(fd.rawValue, prefix: "/proc/self/fd/", into: scratch.name)
         let length = readlink(scratch.name, scratch.path, Int(PATH_MAX))
         guard length > 0 else { return nil }
         return String(decoding: UnsafeRawBufferPointer(start: scratch.path, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
@@ -469,9 +470,9 @@ public final class ExecGuard: Sendable {
     /// fstat(2) of `fd` with the attributes the kernel has (`fstatat(fd, "", AT_EMPTY_PATH |
     /// AT_STATX_DONT_SYNC)`): a network or FUSE file system is not asked (a child's FUSE server that
     /// never answers cannot hold the guard).
-    static func statWithoutSync(_ fd: Int32) -> stat? {
+    static func statWithoutSync(_ fd: FileDescriptor) -> stat? {
         var file = stat()
-        guard fstatat(fd, "", &file, emptyPath | statxDontSync) == 0 else { return nil }
+        guard fstatat(fd.rawValue, "", &file, emptyPath | statxDontSync) == 0 else { return nil }
         return file
     }
 
@@ -486,12 +487,12 @@ public final class ExecGuard: Sendable {
     /// exec): nothing is read here. Interpreters and the dynamic loader, opened by most execs, are
     /// never denied and so are shown once.
     func ignoreIfAllowedToAll(fd: FileDescriptor, rules: ExecRules, scratch: Scratch) {
-        guard !rules.isEmpty, let file = Self.statWithoutSync(fd.rawValue) else { return }
+        guard !rules.isEmpty, let file = Self.statWithoutSync(fd) else { return }
         guard let known = identities.cachedIdentity(of: file)?.all else {
-            queueForIdentity(fd: fd.rawValue, file: file)
+            queueForIdentity(fd: fd, file: file)
             return
         }
-        guard let filePath = Self.path(of: fd.rawValue, scratch: scratch) else { return }
+        guard let filePath = Self.path(of: fd, scratch: scratch) else { return }
         for uid in rules.users.keys where rules.denial(uid: uid, path: filePath, identities: known, fileOwner: file.st_uid) != nil {
             return
         }
@@ -503,18 +504,18 @@ public final class ExecGuard: Sendable {
     /// Files waiting for `runIdentifier`: a duplicate of the descriptor the kernel gave, and the file's
     /// key, so that one file exec'd by many is queued once. Bounded: past it, a file waits for its
     /// next exec (or for the tracker, which reads what a managed user runs).
-    let identityQueue = Mutex<(fds: [Int32], keys: Set<FileIdentityCache.Key>)>(([], []))
+    let identityQueue = Mutex<(fds: [FileDescriptor], keys: Set<FileIdentityCache.Key>)>(([], []))
     let identityQueued = EventSignal()
     static let maxQueuedIdentities = 64
 
-    func queueForIdentity(fd: Int32, file: stat) {
+    func queueForIdentity(fd: FileDescriptor, file: stat) {
         guard file.st_mode & S_IFMT == S_IFREG else { return }
         let key = FileIdentityCache.Key(file)
         let queued = identityQueue.withLock { queue -> Bool in
             guard queue.fds.count < Self.maxQueuedIdentities, !queue.keys.contains(key) else { return false }
-            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            let copy = fcntl(fd.rawValue, F_DUPFD_CLOEXEC, 0)
             guard copy >= 0 else { return false }
-            queue.fds.append(copy)
+            queue.fds.append(FileDescriptor(rawValue: copy))
             queue.keys.insert(key)
             return true
         }
@@ -530,12 +531,12 @@ public final class ExecGuard: Sendable {
             if ready.first == true { break }
             identityQueued.drain()
             while true {
-                let next = identityQueue.withLock { queue -> Int32? in queue.fds.isEmpty ? nil : queue.fds.removeFirst() }
+                let next = identityQueue.withLock { queue -> FileDescriptor? in queue.fds.isEmpty ? nil : queue.fds.removeFirst() }
                 guard let fd = next else { break }
                 var file = stat()
-                let key = fstat(fd, &file) == 0 ? FileIdentityCache.Key(file) : nil
-                _ = identities.identities(ofOpen: FileDescriptor(rawValue: fd))
-                _ = close(fd)
+                let key = fstat(fd.rawValue, &file) == 0 ? FileIdentityCache.Key(file) : nil
+                _ = identities.identities(ofOpen: fd)
+                try? fd.close()
                 identityQueue.withLock { queue in
                     if let key { queue.keys.remove(key) }
                     if queue.fds.isEmpty { queue.keys.removeAll(keepingCapacity: true) }
@@ -543,7 +544,7 @@ public final class ExecGuard: Sendable {
             }
         }
         identityQueue.withLock { queue in
-            for fd in queue.fds { _ = close(fd) }
+            for fd in queue.fds { try? fd.close() }
             queue = ([], [])
         }
     }
@@ -581,9 +582,9 @@ public final class ExecGuard: Sendable {
     /// user's blocked exec is denied however late the guard is; everyone else's (`owner` nil: not a
     /// managed user with something denied, or a process whose uid could not be read) is allowed.
     /// Returns the denial, if any, after answering.
-    func answerAsTheGuardWould(fd: Int32, owner: UInt32?, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
+    func answerAsTheGuardWould(fd: FileDescriptor, owner: UInt32?, rules: ExecRules, scratch: Scratch) -> ExecRules.Denial? {
         let denial = owner.flatMap { decide(fd: fd, owner: $0, rules: rules, scratch: scratch) }
-        respond(fd: FileDescriptor(rawValue: fd), response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY))
+        respond(fd: fd, response: UInt32(denial == nil ? FAN_ALLOW : FAN_DENY))
         late.add(1, ordering: .relaxed)
         if denial == nil { allowed.add(1, ordering: .relaxed) } else { denied.add(1, ordering: .relaxed) }
         return denial
@@ -604,7 +605,7 @@ public final class ExecGuard: Sendable {
         defer { if procOpened >= 0 { _ = close(procOpened) } }
         let scratch = Scratch()
         defer { scratch.deallocate() }
-        var taken = [(fd: Int32, pid: Int32)]()
+        var taken = [(fd: FileDescriptor, pid: Int32)]()
         taken.reserveCapacity(Self.batchCapacity)
         let eventSize = MemoryLayout<fanotify_event_metadata>.size
         let events = UnsafeMutableRawPointer.allocate(byteCount: eventSize * Self.batchCapacity, alignment: 8)
@@ -618,7 +619,7 @@ public final class ExecGuard: Sendable {
             let lateBatch = inFlight.withLock { batch -> UInt64 in
                 guard batch.since != 0, Self.monotonicNanoseconds() - batch.since >= deadlineNanoseconds else { return 0 }
                 for index in 0..<batch.count where batch.tokens[index] > 0 {
-                    taken.append((Int32(batch.tokens[index] - 1), batch.pids[index]))
+                    taken.append((FileDescriptor(rawValue: Int32(batch.tokens[index] - 1)), batch.pids[index]))
                     batch.tokens[index] = -1
                 }
                 return batch.generation
@@ -687,10 +688,11 @@ public final class ExecGuard: Sendable {
                     owner = rules.owner(of: uid)
                 }
                 if pass == 0 && owner != nil { continue }
-                if let denial = answerAsTheGuardWould(fd: metadata.fd, owner: owner, rules: rules, scratch: scratch) {
+                let fd = FileDescriptor(rawValue: metadata.fd)
+                if let denial = answerAsTheGuardWould(fd: fd, owner: owner, rules: rules, scratch: scratch) {
                     queueDenial(DeniedExec(pid: metadata.pid, denial: denial))
                 }
-                _ = close(metadata.fd)
+                try? fd.close()
                 answered += 1
                 metadata.fd = -1
                 (events + at).storeBytes(of: metadata, as: fanotify_event_metadata.self)
